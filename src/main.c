@@ -1,0 +1,40 @@
+/* main.c — the inferd binary: dispatches to the subcommands in src/cli/. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command COMMANDS[] = {
+    {"generate", cli_generate, "generate a completion: -m FILE -p TEXT [-n N] [--temp T] [--seed S] [--ids]"},
+    {"tokenize", cli_tokenize, "print token ids: -m FILE [--bos] (TEXT | -f TEXTFILE)"},
+    {"info", cli_info, "describe a model file: -m FILE"},
+    {"logits", cli_logits, "print the logits of every position: -m FILE --ids \"1 2 3\""},
+    {"chat-template", cli_chat_template, "render a chat template: -t FILE.jinja -i CASE.json"},
+};
+
+static void usage(FILE *fp) {
+    fprintf(fp, "usage: inferd COMMAND [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(COMMANDS) / sizeof(COMMANDS[0]); i++)
+        fprintf(fp, "  %-14s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(COMMANDS) / sizeof(COMMANDS[0]); i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "inferd: unknown command '%s' (try inferd --help)\n", argv[1]);
+    return 2;
+}

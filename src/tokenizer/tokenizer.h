@@ -1,0 +1,94 @@
+/* tokenizer.h — text <-> token ids from a GGUF vocabulary.
+ *
+ * Two families: SentencePiece-style (tokenizer.ggml.model = "llama": scores, byte
+ * fallback, leading-space rules) and byte-level BPE (tokenizer.ggml.model = "gpt2":
+ * merges, plus the pre-tokenizer named by tokenizer.ggml.pre). Special/control tokens
+ * are matched in the input only when TOK_ENC_PARSE_SPECIAL is given (chat-template
+ * output), never inside user text.
+ *
+ * A tokenizer is immutable after tok_create: every function here is safe to call from
+ * any number of threads at once. A tok_detok is single-threaded (one per sequence). */
+#ifndef INFERD_TOKENIZER_H
+#define INFERD_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../model/gguf.h"
+
+typedef struct tokenizer tokenizer;
+
+typedef enum tok_kind {
+    TOK_KIND_SPM = 0, /* "llama" */
+    TOK_KIND_BPE = 1, /* "gpt2" */
+} tok_kind;
+
+/* llama.cpp token types (tokenizer.ggml.token_type) */
+typedef enum tok_type {
+    TOK_TYPE_UNDEFINED = 0,
+    TOK_TYPE_NORMAL = 1,
+    TOK_TYPE_UNKNOWN = 2,
+    TOK_TYPE_CONTROL = 3,
+    TOK_TYPE_USER_DEFINED = 4,
+    TOK_TYPE_UNUSED = 5,
+    TOK_TYPE_BYTE = 6,
+} tok_type;
+
+enum {
+    TOK_ENC_ADD_BOS = 1 << 0,       /* prepend BOS if the vocabulary asks for it (add_bos_token) */
+    TOK_ENC_PARSE_SPECIAL = 1 << 1, /* match control/user-defined tokens in the text */
+};
+
+/* Build from the tokenizer.ggml.* metadata of an open GGUF file. The tokenizer copies
+ * what it needs; f may be closed afterwards. */
+int tok_create(tokenizer **out, const gguf_file *f, char *err, size_t err_bytes);
+void tok_destroy(tokenizer *t); /* accepts NULL */
+
+/* Encode n bytes of text (need not be valid UTF-8: invalid bytes are encoded as
+ * byte tokens / U+FFFD the way llama.cpp does). *ids is malloc'ed; caller frees. */
+int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, int32_t **ids,
+               size_t *n_ids);
+
+tok_kind tok_get_kind(const tokenizer *t);
+int32_t tok_n_vocab(const tokenizer *t);
+int32_t tok_bos(const tokenizer *t); /* -1 when none */
+int32_t tok_eos(const tokenizer *t); /* -1 when none */
+int32_t tok_eot(const tokenizer *t); /* -1 when none */
+bool tok_add_bos(const tokenizer *t);
+bool tok_is_eog(const tokenizer *t, int32_t id); /* EOS, EOT, EOM and similar end-of-generation ids */
+tok_type tok_get_type(const tokenizer *t, int32_t id);
+/* The vocabulary string of a token exactly as stored (e.g. "▁the", "Ġthe", "<0x0A>"). */
+const char *tok_text(const tokenizer *t, int32_t id);
+/* Find a token by its exact vocabulary string; -1 if absent. */
+int32_t tok_find(const tokenizer *t, const char *text, size_t n);
+
+/* Decoded bytes of one token as they appear in output text: "▁" -> " ", byte tokens
+ * -> the raw byte, byte-level BPE unmapped to bytes. Control tokens give "" unless
+ * render_special. Writes at most cap bytes; returns the full length (like snprintf,
+ * without NUL). */
+size_t tok_piece(const tokenizer *t, int32_t id, bool render_special, char *buf, size_t cap);
+
+/* Decode a whole sequence into a malloc'ed NUL-terminated string (raw bytes, may be
+ * invalid UTF-8 if the ids are). */
+int tok_decode(const tokenizer *t, const int32_t *ids, size_t n, bool render_special, char **out,
+               size_t *out_bytes);
+
+/* Incremental detokenizer: push ids one at a time, get back only complete UTF-8
+ * characters; an incomplete trailing sequence is held until it completes (or is
+ * flushed). Invalid sequences are replaced with U+FFFD. */
+typedef struct tok_detok {
+    const tokenizer *t;
+    bool render_special;
+    unsigned char held[8];
+    int n_held;
+} tok_detok;
+
+void tok_detok_init(tok_detok *d, const tokenizer *t, bool render_special);
+/* Appends the newly complete text to out (cap bytes; needs at most piece length + 8);
+ * returns the byte count written. */
+size_t tok_detok_push(tok_detok *d, int32_t id, char *out, size_t cap);
+/* Emits whatever is held (as U+FFFD for incomplete sequences); returns bytes written. */
+size_t tok_detok_flush(tok_detok *d, char *out, size_t cap);
+
+#endif
