@@ -1,0 +1,286 @@
+/* quant.c — reference (plain C) dequantization and dot products for the weight types
+ * inferd computes with: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K. Fixed accumulation
+ * order: block by block, element by element, in f32. Thread-safe. */
+#include "quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../util/common.h"
+
+float ifd_fp16_to_f32(ifd_fp16 h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else { /* subnormal: normalize */
+            exp = 127 - 15 + 1;
+            while (!(mant & 0x400)) {
+                mant <<= 1;
+                exp--;
+            }
+            mant &= 0x3ff;
+            bits = sign | (exp << 23) | (mant << 13);
+        }
+    } else if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+ifd_fp16 ifd_f32_to_fp16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t absx = x & 0x7fffffff;
+    if (absx >= 0x7f800000u) /* inf or nan */
+        return (ifd_fp16)(sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0));
+    if (absx >= 0x477ff000u) return (ifd_fp16)(sign | 0x7c00); /* overflow -> inf */
+    if (absx < 0x38800000u) {                                   /* subnormal or zero */
+        if (absx < 0x33000000u) return (ifd_fp16)sign;
+        uint32_t e = absx >> 23;
+        uint32_t m = (absx & 0x7fffff) | 0x800000;
+        uint32_t shift = 126 - e; /* 14 + (113 - e) */
+        uint32_t r = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (ifd_fp16)(sign | r);
+    }
+    uint32_t r = absx - 0x38000000u; /* rebias exponent 127 -> 15 */
+    uint32_t out = r >> 13;
+    uint32_t rem = r & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (out & 1))) out++;
+    return (ifd_fp16)(sign | out);
+}
+
+float ifd_bf16_to_f32(ifd_bf16 h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+ifd_bf16 ifd_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000u) return (ifd_bf16)((x >> 16) | 64); /* quiet nan */
+    x += 0x7fff + ((x >> 16) & 1);
+    return (ifd_bf16)(x >> 16);
+}
+
+bool quant_type_supported(ggml_type t) {
+    switch (t) {
+    case GGML_TYPE_F32:
+    case GGML_TYPE_F16:
+    case GGML_TYPE_BF16:
+    case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q4_0:
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+size_t quant_row_bytes(ggml_type t, int64_t n) {
+    const ggml_type_info *ti = ggml_type_get((uint32_t)t);
+    IFD_ASSERT(ti && n % ti->block_size == 0);
+    return (size_t)(n / ti->block_size) * ti->type_bytes;
+}
+
+static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+static void dequant_block_q4_K(const block_q4_K *b, float *y) {
+    const float d = ifd_fp16_to_f32(b->d), dmin = ifd_fp16_to_f32(b->dmin);
+    const uint8_t *q = b->qs;
+    int is = 0;
+    for (int j = 0; j < QK_K; j += 64) {
+        uint8_t sc, m;
+        get_scale_min_k4(is, b->scales, &sc, &m);
+        const float d1 = d * sc, m1 = dmin * m;
+        get_scale_min_k4(is + 1, b->scales, &sc, &m);
+        const float d2 = d * sc, m2 = dmin * m;
+        for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
+        for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
+        q += 32;
+        is += 2;
+    }
+}
+
+static void dequant_block_q6_K(const block_q6_K *b, float *y) {
+    const float d = ifd_fp16_to_f32(b->d);
+    const uint8_t *ql = b->ql, *qh = b->qh;
+    const int8_t *sc = b->scales;
+    for (int n = 0; n < QK_K; n += 128) {
+        for (int l = 0; l < 32; l++) {
+            int is = l / 16;
+            int q1 = (int)((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            int q2 = (int)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * sc[is] * q1;
+            y[l + 32] = d * sc[is + 2] * q2;
+            y[l + 64] = d * sc[is + 4] * q3;
+            y[l + 96] = d * sc[is + 6] * q4;
+        }
+        y += 128;
+        ql += 64;
+        qh += 32;
+        sc += 8;
+    }
+}
+
+/* Dequantize one block (block_size elements) of a block-quantized type. */
+static void dequant_block(ggml_type t, const uint8_t *blk, float *y) {
+    switch (t) {
+    case GGML_TYPE_Q8_0: {
+        block_q8_0 b;
+        memcpy(&b, blk, sizeof b);
+        const float d = ifd_fp16_to_f32(b.d);
+        for (int j = 0; j < QK8_0; j++) y[j] = d * b.qs[j];
+        break;
+    }
+    case GGML_TYPE_Q4_0: {
+        block_q4_0 b;
+        memcpy(&b, blk, sizeof b);
+        const float d = ifd_fp16_to_f32(b.d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            y[j] = d * ((b.qs[j] & 0xF) - 8);
+            y[j + QK4_0 / 2] = d * ((b.qs[j] >> 4) - 8);
+        }
+        break;
+    }
+    case GGML_TYPE_Q4_K: {
+        block_q4_K b;
+        memcpy(&b, blk, sizeof b);
+        dequant_block_q4_K(&b, y);
+        break;
+    }
+    case GGML_TYPE_Q6_K: {
+        block_q6_K b;
+        memcpy(&b, blk, sizeof b);
+        dequant_block_q6_K(&b, y);
+        break;
+    }
+    default:
+        IFD_ASSERT(!"not a block type");
+    }
+}
+
+void quant_dequantize_row_ref(ggml_type t, const void *row, float *out, int64_t n) {
+    const uint8_t *p = row;
+    switch (t) {
+    case GGML_TYPE_F32:
+        memcpy(out, row, (size_t)n * sizeof(float));
+        return;
+    case GGML_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) {
+            ifd_fp16 h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = ifd_fp16_to_f32(h);
+        }
+        return;
+    case GGML_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            ifd_bf16 h;
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = ifd_bf16_to_f32(h);
+        }
+        return;
+    default: {
+        const ggml_type_info *ti = ggml_type_get((uint32_t)t);
+        IFD_ASSERT(ti && quant_type_supported(t) && n % ti->block_size == 0);
+        for (int64_t b = 0; b < n / ti->block_size; b++)
+            dequant_block(t, p + (size_t)b * ti->type_bytes, out + b * ti->block_size);
+    }
+    }
+}
+
+float quant_dot_ref(ggml_type t, const void *row, const float *x, int64_t n) {
+    const uint8_t *p = row;
+    float sum = 0.0f;
+    switch (t) {
+    case GGML_TYPE_F32: {
+        for (int64_t i = 0; i < n; i++) {
+            float w;
+            memcpy(&w, p + 4 * i, 4);
+            sum += w * x[i];
+        }
+        return sum;
+    }
+    case GGML_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) {
+            ifd_fp16 h;
+            memcpy(&h, p + 2 * i, 2);
+            sum += ifd_fp16_to_f32(h) * x[i];
+        }
+        return sum;
+    case GGML_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            ifd_bf16 h;
+            memcpy(&h, p + 2 * i, 2);
+            sum += ifd_bf16_to_f32(h) * x[i];
+        }
+        return sum;
+    default: {
+        const ggml_type_info *ti = ggml_type_get((uint32_t)t);
+        IFD_ASSERT(ti && quant_type_supported(t) && n % ti->block_size == 0);
+        float tmp[QK_K];
+        for (int64_t b = 0; b < n / ti->block_size; b++) {
+            dequant_block(t, p + (size_t)b * ti->type_bytes, tmp);
+            const float *xb = x + b * ti->block_size;
+            for (uint32_t j = 0; j < ti->block_size; j++) sum += tmp[j] * xb[j];
+        }
+        return sum;
+    }
+    }
+}
+
+void quant_quantize_row_q8_0(const float *x, block_q8_0 *out, int64_t n) {
+    IFD_ASSERT(n % QK8_0 == 0);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        const float *xb = x + b * QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        out[b].d = ifd_f32_to_fp16(d);
+        for (int j = 0; j < QK8_0; j++) out[b].qs[j] = (int8_t)roundf(xb[j] * id);
+    }
+}
+
+void quant_quantize_row_q4_0(const float *x, block_q4_0 *out, int64_t n) {
+    IFD_ASSERT(n % QK4_0 == 0);
+    for (int64_t b = 0; b < n / QK4_0; b++) {
+        const float *xb = x + b * QK4_0;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_0; j++)
+            if (fabsf(xb[j]) > amax) {
+                amax = fabsf(xb[j]);
+                max = xb[j];
+            }
+        const float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+        out[b].d = ifd_f32_to_fp16(d);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            int q0 = (int)(xb[j] * id + 8.5f), q1 = (int)(xb[j + QK4_0 / 2] * id + 8.5f);
+            q0 = q0 > 15 ? 15 : q0;
+            q1 = q1 > 15 ? 15 : q1;
+            out[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
