@@ -1,0 +1,145 @@
+/* test_quant.c — reference weight formats: fp16/bf16 conversion, Q8_0/Q4_0 quantize
+ * round trips, K-quant dequantization of hand-built blocks, and dot == dequantize+dot. */
+#include "model/quant.h"
+#include "test_util.h"
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return ((float)((*s >> 8) & 0xffff) / 65535.0f) * 2.0f - 1.0f;
+}
+
+static void test_fp16(void) {
+    CHECK(ifd_fp16_to_f32(0x3c00) == 1.0f);
+    CHECK(ifd_fp16_to_f32(0xc000) == -2.0f);
+    CHECK(ifd_fp16_to_f32(0x7bff) == 65504.0f);
+    CHECK(ifd_fp16_to_f32(0x0001) == 5.9604644775390625e-08f); /* smallest subnormal */
+    CHECK(ifd_f32_to_fp16(1.0f) == 0x3c00);
+    CHECK(ifd_f32_to_fp16(65504.0f) == 0x7bff);
+    CHECK(ifd_f32_to_fp16(1e6f) == 0x7c00);
+    /* every finite half round-trips exactly */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00) continue;
+        float f = ifd_fp16_to_f32((ifd_fp16)h);
+        ifd_fp16 back = ifd_f32_to_fp16(f);
+        if (back != h && !(f == 0.0f && (back & 0x7fff) == 0)) {
+            CHECKF(0, "half 0x%04x -> %g -> 0x%04x", h, (double)f, back);
+            break;
+        }
+    }
+    CHECK(ifd_bf16_to_f32(0x3f80) == 1.0f);
+    CHECK(ifd_f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(ifd_f32_to_bf16(1.00390625f) == 0x3f80); /* ties to even */
+}
+
+static void test_q8_0_q4_0_roundtrip(void) {
+    enum { N = 256 };
+    float x[N], y[N];
+    unsigned s = 1;
+    for (int i = 0; i < N; i++) x[i] = frand(&s) * 3.0f;
+    block_q8_0 q8[N / QK8_0];
+    quant_quantize_row_q8_0(x, q8, N);
+    quant_dequantize_row_ref(GGML_TYPE_Q8_0, q8, y, N);
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        for (int j = 0; j < 32; j++)
+            CHECKF(fabsf(x[b * 32 + j] - y[b * 32 + j]) <= amax / 127.0f * 0.51f + 1e-3f,
+                   "q8_0 elem %d: %g vs %g", b * 32 + j, (double)x[b * 32 + j],
+                   (double)y[b * 32 + j]);
+    }
+    block_q4_0 q4[N / QK4_0];
+    quant_quantize_row_q4_0(x, q4, N);
+    quant_dequantize_row_ref(GGML_TYPE_Q4_0, q4, y, N);
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        for (int j = 0; j < 32; j++)
+            /* step amax/8; the one clamped extreme (q = 16 -> 15) errs by a full step */
+            CHECKF(fabsf(x[b * 32 + j] - y[b * 32 + j]) <= amax / 8.0f * 1.01f + 1e-3f,
+                   "q4_0 elem %d", b * 32 + j);
+    }
+}
+
+/* Q4_K and Q6_K: hand-built blocks against the format's definition. */
+static void test_k_quants(void) {
+    block_q4_K b;
+    memset(&b, 0, sizeof b);
+    b.d = ifd_f32_to_fp16(0.5f);
+    b.dmin = ifd_f32_to_fp16(0.25f);
+    /* sub-block 0: scale 3, min 1; sub-block 5: scale (hi bits) */
+    b.scales[0] = 3;
+    b.scales[4] = 1;
+    b.scales[9] = 0x21; /* j=5: sc = (q[9]&0xF) | (q[1]>>6)<<4 = 1, m = q[9]>>4 | (q[5]>>6)<<4 = 2 */
+    for (int i = 0; i < QK_K / 2; i++) b.qs[i] = (uint8_t)((i % 16) | (((i + 3) % 16) << 4));
+    float y[QK_K];
+    quant_dequantize_row_ref(GGML_TYPE_Q4_K, &b, y, QK_K);
+    CHECK(y[0] == 0.5f * 3 * 0 - 0.25f * 1);
+    CHECK(y[5] == 0.5f * 3 * 5 - 0.25f * 1);
+    /* element 160 + l: chunk 2 (qs[64..95]), high nibbles -> sub-block 5 */
+    CHECK(y[160 + 2] == 0.5f * 1 * ((64 + 2 + 3) % 16) - 0.25f * 2);
+
+    block_q6_K c;
+    memset(&c, 0, sizeof c);
+    c.d = ifd_f32_to_fp16(0.125f);
+    for (int i = 0; i < 16; i++) c.scales[i] = (int8_t)(i - 8);
+    c.ql[0] = 0x21; /* elem 0 low nibble 1, elem 64 high nibble 2 */
+    c.qh[0] = 0x1b; /* bits: e0 += 3<<4, e32 += 2<<4, e64 += 1<<4, e96 += 0 */
+    quant_dequantize_row_ref(GGML_TYPE_Q6_K, &c, y, QK_K);
+    CHECK(y[0] == 0.125f * (0 - 8) * ((1 | (3 << 4)) - 32));
+    CHECK(y[32] == 0.125f * (2 - 8) * ((0 | (2 << 4)) - 32));
+    CHECK(y[64] == 0.125f * (4 - 8) * ((2 | (1 << 4)) - 32));
+    CHECK(y[96] == 0.125f * (6 - 8) * (0 - 32));
+}
+
+static void test_dot_equals_dequant(void) {
+    enum { N = 512 };
+    unsigned s = 7;
+    static uint8_t raw[N * 4];
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = frand(&s);
+    const ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                               GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        for (size_t i = 0; i < sizeof raw; i++) raw[i] = (uint8_t)(frand(&s) * 127 + 128);
+        /* keep fp16 scale fields finite: overwrite half-floats with sane values */
+        const size_t rb = quant_row_bytes(types[t], N);
+        if (types[t] == GGML_TYPE_F32)
+            for (int i = 0; i < N; i++) {
+                float f = frand(&s);
+                memcpy(raw + 4 * i, &f, 4);
+            }
+        if (types[t] == GGML_TYPE_F16 || types[t] == GGML_TYPE_BF16)
+            for (int i = 0; i < N; i++) {
+                uint16_t h = types[t] == GGML_TYPE_F16 ? ifd_f32_to_fp16(frand(&s))
+                                                       : ifd_f32_to_bf16(frand(&s));
+                memcpy(raw + 2 * i, &h, 2);
+            }
+        if (types[t] == GGML_TYPE_Q8_0 || types[t] == GGML_TYPE_Q4_0) {
+            size_t bb = types[t] == GGML_TYPE_Q8_0 ? 34 : 18;
+            for (size_t o = 0; o < rb; o += bb) {
+                uint16_t h = ifd_f32_to_fp16(frand(&s) * 0.1f);
+                memcpy(raw + o, &h, 2);
+            }
+        }
+        if (types[t] == GGML_TYPE_Q4_K)
+            for (size_t o = 0; o < rb; o += 144) {
+                uint16_t h = ifd_f32_to_fp16(0.01f), hm = ifd_f32_to_fp16(0.02f);
+                memcpy(raw + o, &h, 2);
+                memcpy(raw + o + 2, &hm, 2);
+            }
+        if (types[t] == GGML_TYPE_Q6_K)
+            for (size_t o = 0; o < rb; o += 210) {
+                uint16_t h = ifd_f32_to_fp16(0.01f);
+                memcpy(raw + o + 208, &h, 2);
+            }
+        quant_dequantize_row_ref(types[t], raw, y, N);
+        float ref = 0.0f;
+        for (int i = 0; i < N; i++) ref += y[i] * x[i];
+        float got = quant_dot_ref(types[t], raw, x, N);
+        CHECKF(got == ref, "%s: dot %g != dequantized dot %g", ggml_type_get(types[t])->name,
+               (double)got, (double)ref);
+        CHECKF(isfinite(got), "%s: not finite", ggml_type_get(types[t])->name);
+    }
+}
+
+TEST_MAIN(T(test_fp16), T(test_q8_0_q4_0_roundtrip), T(test_k_quants), T(test_dot_equals_dequant))
