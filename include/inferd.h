@@ -1,0 +1,156 @@
+/* inferd.h — the public C API: embed the inferd engine without HTTP.
+ *
+ * Create an engine from a model path and options, submit requests (prompt token ids +
+ * sampling parameters), receive output through a callback (or by draining it with
+ * abort, destroy. The engine runs its own thread (a libuv loop) that
+ * batches every live request into one forward pass per step.
+ *
+ * Thread-safety: inferd_submit, inferd_abort, inferd_engine_stats and the
+ * tokenizer helpers may be called from any thread. Output callbacks run on the engine
+ * thread and must not block or call back into the engine except inferd_abort. */
+#ifndef INFERD_H
+#define INFERD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct inferd_engine inferd_engine;
+
+typedef struct inferd_engine_options {
+    const char *model_path;
+    int n_threads;                  /* CPU worker threads; 0 = all cores */
+    int32_t block_size;             /* KV block size in tokens (default 16) */
+    int64_t kv_cache_bytes;         /* KV pool budget in bytes; 0 = use kv_cache_fraction */
+    double kv_cache_fraction;       /* of available memory when kv_cache_bytes == 0 (default 0.25) */
+    int32_t max_num_seqs;           /* running-set cap (default 64) */
+    int32_t max_num_batched_tokens; /* token budget per step (default 512) */
+    int32_t max_model_len;          /* 0 = the model's context length */
+    bool enable_prefix_caching;     /* default true */
+    bool reference_kernels;         /* CPU: plain C reference kernels (slow; for tests) */
+    bool threaded;                  /* run the engine thread (default true); false: the caller
+                                       drives it with inferd_engine_step (tests, bench) */
+} inferd_engine_options;
+
+void inferd_engine_options_default(inferd_engine_options *o);
+/* err gets one line on failure. */
+int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, char *err,
+                         size_t err_bytes);
+/* Aborts what is still running, joins the engine thread, frees everything. */
+void inferd_engine_destroy(inferd_engine *e);
+
+typedef enum inferd_finish_reason {
+    INFERD_FINISH_NONE = 0,
+    INFERD_FINISH_STOP = 1,   /* EOS / stop token / stop string */
+    INFERD_FINISH_LENGTH = 2, /* max_tokens or context full */
+    INFERD_FINISH_ABORT = 3,  /* inferd_abort, disconnect, shutdown */
+    INFERD_FINISH_ERROR = 4,
+} inferd_finish_reason;
+
+typedef struct inferd_logit_bias {
+    int32_t id;
+    float bias;
+} inferd_logit_bias;
+
+#define INFERD_MAX_STOP 16
+#define INFERD_MAX_TOP_LOGPROBS 20
+
+typedef struct inferd_sampling {
+    float temperature;        /* 0 = greedy */
+    float top_p;              /* 1 = off */
+    int32_t top_k;            /* 0 = off */
+    float min_p;              /* 0 = off */
+    float repetition_penalty; /* 1 = off */
+    float presence_penalty;   /* 0 = off */
+    float frequency_penalty;  /* 0 = off */
+    uint64_t seed;            /* used when has_seed; else drawn from the engine */
+    bool has_seed;
+    int32_t max_tokens;       /* generated tokens cap (clamped to the context) */
+    bool ignore_eos;
+    int32_t n;                /* choices (forked sequences), >= 1 */
+    int32_t logprobs;         /* -1 = off, else top-N alternatives (0..20) */
+    const inferd_logit_bias *logit_bias;
+    int32_t n_logit_bias;
+    const char *const *stop;  /* stop strings (copied at submit) */
+    int32_t n_stop;
+    const int32_t *stop_token_ids;
+    int32_t n_stop_token_ids;
+} inferd_sampling;
+
+void inferd_sampling_default(inferd_sampling *s);
+
+typedef struct inferd_token_logprob {
+    int32_t id;
+    float logprob;
+} inferd_token_logprob;
+
+/* One event for one choice of one request. Pointers are valid only during the callback. */
+typedef struct inferd_output {
+    uint64_t request_id;
+    int32_t index;              /* choice index (0..n-1) */
+    const int32_t *tokens;      /* new token ids this step */
+    int32_t n_tokens;
+    const char *text;           /* new text: whole UTF-8 characters, stop strings held back */
+    size_t text_bytes;
+    /* logprobs for each new token when requested: n_tokens entries of 1 + n_top */
+    const inferd_token_logprob *logprobs; /* [n_tokens][1 + n_top]: chosen, then top-N */
+    int32_t n_top;
+    bool finished;
+    inferd_finish_reason finish_reason;
+    const char *stop_reason;    /* matched stop string, or NULL */
+    int32_t prompt_tokens;      /* usage, on every event */
+    int32_t completion_tokens;  /* so far, this choice */
+    int32_t cached_tokens;      /* prompt tokens served from the prefix cache */
+    double queue_s;             /* time from submit to first schedule */
+    double ttft_s;              /* time from submit to the first token (0 until then) */
+} inferd_output;
+
+typedef void (*inferd_output_cb)(const inferd_output *out, void *user);
+
+typedef struct inferd_request {
+    const int32_t *prompt; /* copied at submit */
+    int32_t n_prompt;
+    inferd_sampling sampling;
+    int32_t priority;      /* lower runs first; FCFS within a priority */
+    inferd_output_cb cb;   /* required */
+    void *user;
+} inferd_request;
+
+/* Queue a request. Returns 0 and the id, or a negative code (invalid parameters,
+ * prompt too long, engine shutting down). Never blocks on the engine. */
+int inferd_submit(inferd_engine *e, const inferd_request *r, uint64_t *id, char *err,
+                  size_t err_bytes);
+/* Abort at the next step (frees its KV blocks); its callback gets a final
+ * INFERD_FINISH_ABORT event. Unknown / finished ids are ignored. */
+void inferd_abort(inferd_engine *e, uint64_t id);
+/* Run one engine step in the caller's thread (threaded = false only). Returns the
+ * number of live requests left. */
+int inferd_engine_step(inferd_engine *e);
+
+typedef struct inferd_stats {
+    int32_t running, waiting;
+    int32_t kv_blocks_total, kv_blocks_used, kv_blocks_cached;
+    uint64_t prompt_tokens, generated_tokens;
+    uint64_t prefix_queries_tokens, prefix_hits_tokens;
+    uint64_t preemptions, steps;
+    uint64_t aborted;
+} inferd_stats;
+
+void inferd_engine_stats(inferd_engine *e, inferd_stats *st);
+
+/* Model facts and tokenizer access (thread-safe). */
+int32_t inferd_n_vocab(const inferd_engine *e);
+int32_t inferd_max_model_len(const inferd_engine *e);
+const char *inferd_model_name(const inferd_engine *e);
+struct model;
+const struct model *inferd_model(const inferd_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
