@@ -1,0 +1,35 @@
+# fuzz.cmake — libFuzzer targets (clang only; skipped with a message elsewhere, or when
+# clang lacks the libFuzzer runtime). fuzz_gguf_smoke (label fuzz) runs fuzz_gguf for
+# 20 s seeded with ../shared/models; longer runs: tests/fuzz/run_fuzz.sh BUILD_DIR SECONDS.
+if(CMAKE_C_COMPILER_ID MATCHES "Clang" AND NOT INFERD_SANITIZE STREQUAL "tsan")
+  include(CheckCSourceCompiles)
+  set(CMAKE_REQUIRED_FLAGS "-fsanitize=fuzzer,address,undefined")
+  set(CMAKE_REQUIRED_LINK_OPTIONS "-fsanitize=fuzzer,address,undefined")
+  check_c_source_compiles([[
+    #include <stddef.h>
+    #include <stdint.h>
+    int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }
+  ]] INFERD_CC_HAS_LIBFUZZER)
+  unset(CMAKE_REQUIRED_FLAGS)
+  unset(CMAKE_REQUIRED_LINK_OPTIONS)
+endif()
+
+if(INFERD_CC_HAS_LIBFUZZER)
+  set(_fuzz -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+  add_executable(fuzz_gguf
+    ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_gguf.c ${CMAKE_SOURCE_DIR}/src/model/gguf.c
+    ${CMAKE_SOURCE_DIR}/src/model/ggml_types.c ${CMAKE_SOURCE_DIR}/src/util/common.c)
+  target_include_directories(fuzz_gguf PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_compile_options(fuzz_gguf PRIVATE ${_fuzz} -O1 -g -fno-omit-frame-pointer)
+  target_link_options(fuzz_gguf PRIVATE ${_fuzz})
+
+  # libFuzzer writes new inputs into its first corpus directory and only reads the rest.
+  set(_corpus ${CMAKE_BINARY_DIR}/fuzz-smoke-corpus)
+  file(MAKE_DIRECTORY ${_corpus})
+  add_test(NAME fuzz_gguf_smoke
+    COMMAND fuzz_gguf -max_total_time=20 -max_len=65536 -rss_limit_mb=2048
+            -artifact_prefix=${CMAKE_BINARY_DIR}/fuzz_gguf- ${_corpus} ${INFERD_SHARED_DIR}/models)
+  set_tests_properties(fuzz_gguf_smoke PROPERTIES LABELS fuzz TIMEOUT 120)
+else()
+  message(STATUS "inferd: fuzz_gguf not built (needs clang with libFuzzer)")
+endif()
