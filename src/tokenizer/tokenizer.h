@@ -2,9 +2,16 @@
  *
  * Two families: SentencePiece-style (tokenizer.ggml.model = "llama": scores, byte
  * fallback, leading-space rules) and byte-level BPE (tokenizer.ggml.model = "gpt2":
- * merges, plus the pre-tokenizer named by tokenizer.ggml.pre). Special/control tokens
- * are matched in the input only when TOK_ENC_PARSE_SPECIAL is given (chat-template
- * output), never inside user text.
+ * merges, plus the pre-tokenizer named by tokenizer.ggml.pre). Ids match llama.cpp's
+ * tokenizer exactly. Control (and unknown) tokens are matched in the input only when
+ * TOK_ENC_PARSE_SPECIAL is given (chat-template output), never inside user text.
+ * User-defined tokens (the "added vocabulary": MPT's runs of spaces, DeepSeek's single
+ * letters) are always split out first, as llama.cpp and HF tokenizers do.
+ *
+ * tokenizer.ggml.pre: default, gpt-2, llama-bpe (llama3), qwen2, deepseek-llm,
+ * deepseek-coder, falcon, mpt, starcoder, refact, smollm and the other names llama.cpp
+ * maps onto those regexes. An unknown or missing name uses the default splitter
+ * (llama.cpp refuses unknown names; we accept the vocabulary without a warning).
  *
  * A tokenizer is immutable after tok_create: every function here is safe to call from
  * any number of threads at once. A tok_detok is single-threaded (one per sequence). */
@@ -38,6 +45,7 @@ typedef enum tok_type {
 enum {
     TOK_ENC_ADD_BOS = 1 << 0,       /* prepend BOS if the vocabulary asks for it (add_bos_token) */
     TOK_ENC_PARSE_SPECIAL = 1 << 1, /* match control/user-defined tokens in the text */
+    TOK_ENC_ADD_EOS = 1 << 2,       /* append EOS if the vocabulary asks for it (add_eos_token) */
 };
 
 /* Build from the tokenizer.ggml.* metadata of an open GGUF file. The tokenizer copies
@@ -56,6 +64,7 @@ int32_t tok_bos(const tokenizer *t); /* -1 when none */
 int32_t tok_eos(const tokenizer *t); /* -1 when none */
 int32_t tok_eot(const tokenizer *t); /* -1 when none */
 bool tok_add_bos(const tokenizer *t);
+bool tok_add_eos(const tokenizer *t); /* add_eos_token (and an EOS id exists) */
 bool tok_is_eog(const tokenizer *t, int32_t id); /* EOS, EOT, EOM and similar end-of-generation ids */
 tok_type tok_get_type(const tokenizer *t, int32_t id);
 /* The vocabulary string of a token exactly as stored (e.g. "▁the", "Ġthe", "<0x0A>"). */
@@ -69,8 +78,9 @@ int32_t tok_find(const tokenizer *t, const char *text, size_t n);
  * without NUL). */
 size_t tok_piece(const tokenizer *t, int32_t id, bool render_special, char *buf, size_t cap);
 
-/* Decode a whole sequence into a malloc'ed NUL-terminated string (raw bytes, may be
- * invalid UTF-8 if the ids are). */
+/* Decode a whole sequence into a malloc'ed NUL-terminated string: the concatenation of
+ * the pieces (raw bytes, may be invalid UTF-8 if the ids are). Unlike llama.cpp's
+ * llama_detokenize it neither drops SPM's leading space nor cleans up spaces. */
 int tok_decode(const tokenizer *t, const int32_t *ids, size_t n, bool render_special, char **out,
                size_t *out_bytes);
 
@@ -85,8 +95,10 @@ typedef struct tok_detok {
 } tok_detok;
 
 void tok_detok_init(tok_detok *d, const tokenizer *t, bool render_special);
-/* Appends the newly complete text to out (cap bytes; needs at most piece length + 8);
- * returns the byte count written. */
+/* Appends the newly complete text to out (cap bytes) and returns the byte count written.
+ * A valid piece needs at most its length + 3 bytes; 3 x piece length + 3 always suffices
+ * (each invalid byte may become a 3-byte U+FFFD). Text that does not fit is dropped,
+ * never cut inside a character. */
 size_t tok_detok_push(tok_detok *d, int32_t id, char *out, size_t cap);
 /* Emits whatever is held (as U+FFFD for incomplete sequences); returns bytes written. */
 size_t tok_detok_flush(tok_detok *d, char *out, size_t cap);
