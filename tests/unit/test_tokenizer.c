@@ -419,6 +419,13 @@ typedef struct spm_case {
 
 static const spm_case SPM_CASES[] = {
     {"ROMEO:", {1, 870, 983}, 3},
+    {"Hello world", {1, 329, 429, 963, 880}, 5},
+    {" leading space", {1, 960, 283, 961, 350, 303, 428, 883}, 8},
+    {"First Citizen:\nBefore we proceed any further, hear me speak.", {1, 679, 339, 946, 983, 13, 1002, 961, 558, 340, 589, 315, 321, 804, 274, 376, 717, 975, 680, 324, 618, 984}, 22},
+    {"tabs\tand  double  spaces", {1, 259, 912, 966, 12, 414, 960, 280, 262, 484, 960, 428, 964, 978, 285}, 15},
+    {"caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe4\xb8\xad\xe6\x96\x87", {1, 281, 964, 977, 198, 172, 960, 243, 162, 169, 156, 960, 231, 187, 176, 233, 153, 138}, 18},
+    {"", {1}, 1},
+    {"trailing  ", {1, 259, 366, 439, 303, 960, 960}, 7},
 };
 
 static void test_shakespeare(void) {
