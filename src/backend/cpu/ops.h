@@ -41,4 +41,48 @@ void op_attention_ref(float *out, const float *q, int32_t n_q, const int32_t *po
                       int32_t n_heads, const kv_view *kv, const int32_t *block_table,
                       float *scratch);
 
+
+/* ---- fast ops (ops_fast.c): SIMD kernels picked at run time, threaded ------------------
+ * An ops_ctx owns the worker pool, the kernel level and the scratch memory; after
+ * ops_ctx_reserve the ops allocate nothing. One thread at a time drives a context.
+ * Every op is batch invariant: a token row's result does not depend on how many other
+ * rows are in the call, on the thread count or on timing. */
+typedef struct ops_ctx ops_ctx;
+struct tp;
+
+/* n_threads: 0 = all online CPUs. level: a cpu_level, or -1 for cpu_level_default()
+ * (the best the CPU has, capped by INFERD_CPU). Fails (NULL) when the CPU lacks level. */
+ops_ctx *ops_ctx_create(int n_threads, int level);
+void ops_ctx_destroy(ops_ctx *c); /* accepts NULL */
+/* Size the scratch for matmuls of up to max_tokens rows of up to max_cols columns and
+ * attention over up to max_keys keys with up to max_group query heads per KV head.
+ * Grows only; returns IFD_OK or IFD_ERR_NOMEM. */
+int ops_ctx_reserve(ops_ctx *c, int32_t max_tokens, int64_t max_cols, int32_t max_keys,
+                    int32_t max_group);
+int ops_ctx_level(const ops_ctx *c);
+int ops_ctx_n_threads(const ops_ctx *c);
+struct tp *ops_ctx_pool(ops_ctx *c);
+
+/* out[t][r] = dot(w row r, x[t]) (like op_matmul_ref). */
+void op_matmul(ops_ctx *c, float *out, const float *x, const wmat *w, int32_t n_tokens);
+/* n matrices of the same type and n_cols applied to the same x (q/k/v, gate/up): the
+ * activations are prepared once and all rows share one parallel loop. n <= 4. */
+void op_matmul_multi(ops_ctx *c, int n, float *const *outs, const wmat *const *ws,
+                     const float *x, int32_t n_tokens);
+/* n_rows rows of n: out[i] = rmsnorm(x[i]) * w */
+void op_rmsnorm_rows(ops_ctx *c, float *out, const float *x, const float *w, int32_t n_rows,
+                     int32_t n, float eps);
+/* out = silu(gate) * up over n elements */
+void op_swiglu(ops_ctx *c, float *out, const float *gate, const float *up, int64_t n);
+/* Attention for a flat batch: sequence s owns query rows [seq_start[s], seq_start[s+1])
+ * (positions pos[], keys 0..pos[i]) and block table block_tables + s * max_blocks.
+ * q/out: [n_tokens][n_heads][head_dim]. */
+void op_attention(ops_ctx *c, float *out, const float *q, int32_t n_seqs,
+                  const int32_t *seq_start, const int32_t *pos, int32_t n_heads,
+                  const kv_view *kv, const int32_t *block_tables, int32_t max_blocks);
+/* RoPE as a table: cs[i][j] = (cos, sin) of pair j at position pos[i] (the reference's
+ * angles), for n positions; then op_rope_apply rotates with one row of it. */
+void op_rope_table(float *cs, const int32_t *pos, int32_t n, const rope_params *rp);
+void op_rope_apply(float *x, int32_t n_heads, const float *cs_row, const rope_params *rp);
+
 #endif

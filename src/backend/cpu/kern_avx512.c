@@ -1,0 +1,532 @@
+/* kern_avx512.c — AVX-512 (F/BW/VL + VNNI) kernels, compiled with a target pragma so
+ * the rest of the build stays generic x86-64; used only when cpu_features says so.
+ *
+ * Matmul, per weight type:
+ *  - Q8_0 / Q4_0: integer dot. Each activation row is quantized once per matmul to
+ *    int8 in blocks of 32 (f32 scale per block, round to nearest), stored in pairs of
+ *    blocks (a8_pair: 64 int8, the 16-lane scale vector, the 16-lane int32 offset
+ *    vector). Weights are unpacked in registers to unsigned bytes (Q4_0: the nibble
+ *    0..15; Q8_0: w + 128) and VPDPBUSD multiplies them with the signed activations;
+ *    the offset vector (-8 or -128 times the block's activation sum) starts the
+ *    accumulator so the integer result is exactly sum(w * a). Then one f32 FMA per
+ *    pair of blocks: acc += float(dot) * (d_w * d_a).
+ *  - F32 / F16 / BF16: weights converted in registers (exact), f32 FMA against the
+ *    f32 activations, 16 lanes over K.
+ *  - Q4_K / Q6_K: each tile's rows are dequantized to f32 (vectorized, exact same
+ *    values as the reference) into per-thread scratch, then the F32 path.
+ * Tiles: NR weight rows x NT tokens per micro-kernel; the per-element instruction
+ * sequence (pairs of blocks / 16-element steps in K order, one accumulator, then the
+ * same horizontal sum) is identical for every tile shape, so results are batch
+ * invariant. Thread-safe (no state). */
+#include <math.h>
+#include <string.h>
+
+#include "../../model/quant.h"
+#include "../../util/common.h"
+#include "kern.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#endif
+#include <immintrin.h>
+
+#define AI static inline __attribute__((always_inline))
+
+/* ---- activation format for the integer paths --------------------------------------- */
+
+typedef struct a8_pair {
+    int8_t qs[64];
+    float d[16];     /* lanes 0-7: scale of block 0, lanes 8-15: of block 1 */
+    int32_t bias[16]; /* lane 0: -M * sum(block 0), lane 8: -M * sum(block 1), else 0 */
+} a8_pair;
+
+static int a8_offset(ggml_type t) {
+    return t == GGML_TYPE_Q8_0 ? 128 : 8; /* Q8_0: w + 128; Q4_0: nibble = w + 8 */
+}
+
+static size_t k5_act_row_bytes(ggml_type t, int64_t K) {
+    if (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0)
+        return (size_t)((K + 63) / 64) * sizeof(a8_pair);
+    return 0;
+}
+
+static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
+    IFD_ASSERT(K % 32 == 0);
+    const int32_t M = a8_offset(t);
+    a8_pair *pp = dst;
+    const int64_t nb = K / 32;
+    for (int64_t p = 0; p < (nb + 1) / 2; p++) {
+        a8_pair *ap = &pp[p];
+        memset(ap->bias, 0, sizeof ap->bias);
+        for (int h = 0; h < 2; h++) {
+            const int64_t b = 2 * p + h;
+            if (b >= nb) {
+                memset(ap->qs + 32 * h, 0, 32);
+                for (int i = 0; i < 8; i++) ap->d[8 * h + i] = 0.0f;
+                continue;
+            }
+            const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+            const __m512 ax = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1));
+            const float amax = _mm512_reduce_max_ps(ax);
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            const __m512 vid = _mm512_set1_ps(id);
+            const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vid));
+            const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
+            _mm_storeu_si128((__m128i *)(ap->qs + 32 * h), _mm512_cvtepi32_epi8(q0));
+            _mm_storeu_si128((__m128i *)(ap->qs + 32 * h + 16), _mm512_cvtepi32_epi8(q1));
+            const int32_t s = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+            for (int i = 0; i < 8; i++) ap->d[8 * h + i] = d;
+            ap->bias[8 * h] = -M * s;
+        }
+    }
+}
+
+/* ---- weight unpacking for the integer paths ----------------------------------------- */
+
+static inline uint16_t ld16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* Scale vector of a pair of blocks: lanes 0-7 = f16 h0, lanes 8-15 = f16 h1. */
+AI __m512 dw_pair(uint16_t h0, uint16_t h1) {
+    const __m256i hv = _mm256_mask_set1_epi16(_mm256_set1_epi16((short)h0), 0xFF00, (short)h1);
+    return _mm512_cvtph_ps(hv);
+}
+
+/* Unsigned weight bytes and scales of blocks 2p, 2p+1 (only 2p when half). */
+AI void ld_pair(ggml_type t, const uint8_t *row, int64_t p, int half, __m512i *wq, __m512 *dw) {
+    if (t == GGML_TYPE_Q4_0) {
+        const uint8_t *b0 = row + (size_t)p * 36;
+        const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2)));
+        const __m256i hi = half ? _mm256_setzero_si256()
+                                : _mm256_broadcastsi128_si256(
+                                      _mm_loadu_si128((const __m128i *)(b0 + 20)));
+        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                            0x0004000400040004LL, 0x0004000400040004LL, 0, 0);
+        *wq = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
+        *dw = dw_pair(ld16(b0), half ? 0 : ld16(b0 + 18));
+    } else { /* Q8_0 */
+        const uint8_t *b0 = row + (size_t)p * 68;
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+        const __m256i hi = half ? _mm256_set1_epi8((char)0x80)
+                                : _mm256_loadu_si256((const __m256i *)(b0 + 36));
+        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        *wq = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+        *dw = dw_pair(ld16(b0), half ? 0 : ld16(b0 + 34));
+    }
+}
+
+/* Integer micro-kernel: NR rows x NT tokens. */
+AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nb, float *out,
+                size_t out_stride) {
+    __m512 acc[4][4];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
+    const int64_t np = (nb + 1) / 2;
+    for (int64_t p = 0; p < np; p++) {
+        const int half = (2 * p + 1 == nb);
+        __m512i wq[4];
+        __m512 dw[4];
+        for (int r = 0; r < NR; r++) ld_pair(t, w0 + (size_t)r * row_bytes, p, half, &wq[r], &dw[r]);
+        for (int j = 0; j < NT; j++) {
+            const a8_pair *ap = (const a8_pair *)(act + (size_t)j * act_stride) + p;
+            const __m512i a = _mm512_loadu_si512(ap->qs);
+            const __m512i bias = _mm512_loadu_si512(ap->bias);
+            const __m512 dv = _mm512_loadu_ps(ap->d);
+            for (int r = 0; r < NR; r++) {
+                const __m512i dot = _mm512_dpbusd_epi32(bias, wq[r], a);
+                acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw[r], dv),
+                                            acc[r][j]);
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+static void gemm_a8(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t act_stride,
+                    int32_t nt, float *out, size_t out_stride) {
+    const ggml_type t = w->type;
+    const int64_t nb = w->n_cols / 32;
+    const uint8_t *base = w->data;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const uint8_t *wr = base + (size_t)r * w->row_bytes;
+        int32_t j = 0;
+        for (; j + 4 <= nt; j += 4)
+            a8_tile(4, 4, t, wr, w->row_bytes, act + (size_t)j * act_stride, act_stride, nb,
+                    out + (size_t)j * out_stride + r, out_stride);
+        for (; j < nt; j++)
+            a8_tile(4, 1, t, wr, w->row_bytes, act + (size_t)j * act_stride, act_stride, nb,
+                    out + (size_t)j * out_stride + r, out_stride);
+    }
+    for (; r < r1; r++) {
+        const uint8_t *wr = base + (size_t)r * w->row_bytes;
+        int32_t j = 0;
+        for (; j + 4 <= nt; j += 4)
+            a8_tile(1, 4, t, wr, w->row_bytes, act + (size_t)j * act_stride, act_stride, nb,
+                    out + (size_t)j * out_stride + r, out_stride);
+        for (; j < nt; j++)
+            a8_tile(1, 1, t, wr, w->row_bytes, act + (size_t)j * act_stride, act_stride, nb,
+                    out + (size_t)j * out_stride + r, out_stride);
+    }
+}
+
+/* ---- float paths ----------------------------------------------------------------------- */
+
+/* 16 weights at element k of a row of type t (F32 for dequantized scratch rows). */
+AI __m512 ld_w16(ggml_type t, const uint8_t *row, int64_t k, __mmask16 m, int masked) {
+    if (t == GGML_TYPE_F16) {
+        const __m256i h = masked ? _mm256_maskz_loadu_epi16(m, row + 2 * k)
+                                 : _mm256_loadu_si256((const __m256i *)(row + 2 * k));
+        return _mm512_cvtph_ps(h);
+    }
+    if (t == GGML_TYPE_BF16) {
+        const __m256i h = masked ? _mm256_maskz_loadu_epi16(m, row + 2 * k)
+                                 : _mm256_loadu_si256((const __m256i *)(row + 2 * k));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    return masked ? _mm512_maskz_loadu_ps(m, row + 4 * k) : _mm512_loadu_ps(row + 4 * k);
+}
+
+/* Float micro-kernel: NR rows (type t, row_bytes apart) x NT f32 token rows. */
+AI void f_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+               const uint8_t *act, size_t act_stride, int64_t K, float *out, size_t out_stride) {
+    __m512 acc[4][6];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
+    const float *x[6];
+    for (int j = 0; j < NT; j++) x[j] = (const float *)(act + (size_t)j * act_stride);
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 wv[4];
+        for (int r = 0; r < NR; r++) wv[r] = ld_w16(t, w0 + (size_t)r * row_bytes, k, 0, 0);
+        for (int j = 0; j < NT; j++) {
+            const __m512 xv = _mm512_loadu_ps(x[j] + k);
+            for (int r = 0; r < NR; r++) acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
+        }
+    }
+    if (k < K) {
+        const __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
+        __m512 wv[4];
+        for (int r = 0; r < NR; r++) wv[r] = ld_w16(t, w0 + (size_t)r * row_bytes, k, m, 1);
+        for (int j = 0; j < NT; j++) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + k);
+            for (int r = 0; r < NR; r++) acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+#define FNR 4
+#define FNT 6
+
+/* Rows [r0, r1) of a float-typed matrix (t, rows row_bytes apart from base). */
+AI void gemm_f_rows(ggml_type t, const uint8_t *base, size_t row_bytes, int64_t K, int64_t nr,
+                    const uint8_t *act, size_t act_stride, int32_t nt, float *out,
+                    size_t out_stride) {
+    int64_t r = 0;
+    for (; r + FNR <= nr; r += FNR) {
+        const uint8_t *wr = base + (size_t)r * row_bytes;
+        int32_t j = 0;
+        for (; j + FNT <= nt; j += FNT)
+            f_tile(FNR, FNT, t, wr, row_bytes, act + (size_t)j * act_stride, act_stride, K,
+                   out + (size_t)j * out_stride + r, out_stride);
+        for (; j < nt; j++)
+            f_tile(FNR, 1, t, wr, row_bytes, act + (size_t)j * act_stride, act_stride, K,
+                   out + (size_t)j * out_stride + r, out_stride);
+    }
+    for (; r < nr; r++) {
+        const uint8_t *wr = base + (size_t)r * row_bytes;
+        int32_t j = 0;
+        for (; j + FNT <= nt; j += FNT)
+            f_tile(1, FNT, t, wr, row_bytes, act + (size_t)j * act_stride, act_stride, K,
+                   out + (size_t)j * out_stride + r, out_stride);
+        for (; j < nt; j++)
+            f_tile(1, 1, t, wr, row_bytes, act + (size_t)j * act_stride, act_stride, K,
+                   out + (size_t)j * out_stride + r, out_stride);
+    }
+}
+
+static void gemm_f32(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const uint8_t *a,
+                     size_t as, int32_t nt, float *o, size_t os) {
+    gemm_f_rows(GGML_TYPE_F32, b, rb, K, nr, a, as, nt, o, os);
+}
+static void gemm_f16(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const uint8_t *a,
+                     size_t as, int32_t nt, float *o, size_t os) {
+    gemm_f_rows(GGML_TYPE_F16, b, rb, K, nr, a, as, nt, o, os);
+}
+static void gemm_bf16(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const uint8_t *a,
+                      size_t as, int32_t nt, float *o, size_t os) {
+    gemm_f_rows(GGML_TYPE_BF16, b, rb, K, nr, a, as, nt, o, os);
+}
+
+/* ---- K-quant dequantization (vectorized; same values as quant_dequantize_row_ref) ------ */
+
+static void scale_min_k4(const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            sc[j] = q[j] & 63;
+            m[j] = q[j + 4] & 63;
+        } else {
+            sc[j] = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+            m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+        }
+    }
+}
+
+/* 16 unsigned bytes -> 16 floats */
+AI __m512 u8x16_ps(__m128i v) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
+}
+
+static void deq_q4_K(const uint8_t *blk, float *y) {
+    const float d = ifd_fp16_to_f32(ld16(blk)), dmin = ifd_fp16_to_f32(ld16(blk + 2));
+    uint8_t sc[8], m[8];
+    scale_min_k4(blk + 4, sc, m);
+    const uint8_t *q = blk + 16;
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+        const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+        const __m512 d1 = _mm512_set1_ps(d * sc[2 * c]), m1 = _mm512_set1_ps(dmin * m[2 * c]);
+        const __m512 d2 = _mm512_set1_ps(d * sc[2 * c + 1]), m2 = _mm512_set1_ps(dmin * m[2 * c + 1]);
+        float *yc = y + 64 * c;
+        _mm512_storeu_ps(yc, _mm512_sub_ps(_mm512_mul_ps(d1, u8x16_ps(_mm256_castsi256_si128(lo))), m1));
+        _mm512_storeu_ps(yc + 16, _mm512_sub_ps(_mm512_mul_ps(d1, u8x16_ps(_mm256_extracti128_si256(lo, 1))), m1));
+        _mm512_storeu_ps(yc + 32, _mm512_sub_ps(_mm512_mul_ps(d2, u8x16_ps(_mm256_castsi256_si128(hi))), m2));
+        _mm512_storeu_ps(yc + 48, _mm512_sub_ps(_mm512_mul_ps(d2, u8x16_ps(_mm256_extracti128_si256(hi, 1))), m2));
+    }
+}
+
+static void deq_q6_K(const uint8_t *blk, float *y) {
+    const uint8_t *ql = blk, *qh = blk + 128;
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    const float d = ifd_fp16_to_f32(ld16(blk + 208));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    for (int n = 0; n < 2; n++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(ql + 64 * n));
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(ql + 64 * n + 32));
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(qh + 32 * n));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+        const int8_t *s = sc + 8 * n;
+        float *yn = y + 128 * n;
+        for (int g = 0; g < 4; g++) {
+            const __m512i off = _mm512_set1_epi32(32);
+            const __m512 qa = _mm512_cvtepi32_ps(
+                _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q[g])), off));
+            const __m512 qb = _mm512_cvtepi32_ps(
+                _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q[g], 1)), off));
+            _mm512_storeu_ps(yn + 32 * g, _mm512_mul_ps(_mm512_set1_ps(d * s[2 * g]), qa));
+            _mm512_storeu_ps(yn + 32 * g + 16, _mm512_mul_ps(_mm512_set1_ps(d * s[2 * g + 1]), qb));
+        }
+    }
+}
+
+/* K-quants: dequantize KR rows at a time into scratch, then the F32 kernel. */
+#define KR 4
+static void gemm_kquant(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
+                        size_t act_stride, int32_t nt, float *out, size_t out_stride,
+                        float *scratch) {
+    const int64_t K = w->n_cols, nsb = K / QK_K;
+    const size_t sb_bytes = w->type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K);
+    for (int64_t r = r0; r < r1; r += KR) {
+        const int64_t nr = IFD_MIN(KR, r1 - r);
+        for (int64_t i = 0; i < nr; i++) {
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)(r + i) * w->row_bytes;
+            for (int64_t s = 0; s < nsb; s++) {
+                if (w->type == GGML_TYPE_Q4_K)
+                    deq_q4_K(row + (size_t)s * sb_bytes, scratch + i * K + s * QK_K);
+                else
+                    deq_q6_K(row + (size_t)s * sb_bytes, scratch + i * K + s * QK_K);
+            }
+        }
+        gemm_f32((const uint8_t *)scratch, (size_t)K * sizeof(float), K, nr, act, act_stride, nt,
+                 out + r, out_stride);
+    }
+}
+
+static void k5_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
+                    int32_t nt, float *out, size_t out_stride, float *scratch) {
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    switch (w->type) {
+    case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q4_0:
+        gemm_a8(w, r0, r1, act, act_stride, nt, out, out_stride);
+        break;
+    case GGML_TYPE_F32:
+        gemm_f32(base, w->row_bytes, w->n_cols, r1 - r0, act, act_stride, nt, out + r0, out_stride);
+        break;
+    case GGML_TYPE_F16:
+        gemm_f16(base, w->row_bytes, w->n_cols, r1 - r0, act, act_stride, nt, out + r0, out_stride);
+        break;
+    case GGML_TYPE_BF16:
+        gemm_bf16(base, w->row_bytes, w->n_cols, r1 - r0, act, act_stride, nt, out + r0, out_stride);
+        break;
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q6_K:
+        gemm_kquant(w, r0, r1, act, act_stride, nt, out, out_stride, scratch);
+        break;
+    default:
+        IFD_ASSERT(!"unsupported weight type");
+    }
+}
+
+/* ---- elementwise ops ------------------------------------------------------------------- */
+
+/* exp(x) for x in [-87, 88]: 2^n * p(r), r = x - n ln2 in [-ln2/2, ln2/2], degree-7
+ * Taylor polynomial (relative error < 1e-7 before rounding). */
+AI __m512 exp16(__m512 x) {
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+static void k5_rmsnorm(float *out, const float *x, const float *w, int32_t n, float eps) {
+    __m512 ss = _mm512_setzero_ps();
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        ss = _mm512_fmadd_ps(v, v, ss);
+    }
+    if (i < n) {
+        const __m512 v = _mm512_maskz_loadu_ps((__mmask16)((1u << (n - i)) - 1), x + i);
+        ss = _mm512_fmadd_ps(v, v, ss);
+    }
+    const float scale = 1.0f / sqrtf(_mm512_reduce_add_ps(ss) / (float)n + eps);
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (i = 0; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(out + i,
+                         _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vs), _mm512_loadu_ps(w + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(out + i, m,
+                              _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs),
+                                            _mm512_maskz_loadu_ps(m, w + i)));
+    }
+}
+
+AI __m512 silu_mul16(__m512 g, __m512 u) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
+static void k5_swiglu(float *out, const float *gate, const float *up, int32_t n) {
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(out + i, silu_mul16(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(out + i, m,
+                              silu_mul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
+    }
+}
+
+/* ---- attention ------------------------------------------------------------------------- */
+
+#define MAX_HD16 16 /* head_dim up to 256 */
+
+static void k5_attn(float *out, const float *q, int32_t g, int32_t n_keys, const kv_view *kv,
+                    int32_t kvh, const int32_t *block_table, float scale, float *scratch) {
+    const int32_t hd = kv->head_dim, bs = kv->block_size, nv = hd / 16;
+    if (hd % 16 || nv > MAX_HD16) {
+        kern_scalar_table.attn(out, q, g, n_keys, kv, kvh, block_table, scale, scratch);
+        return;
+    }
+    const size_t slot_stride = (size_t)kv->n_kv_heads * hd;
+    const float *kbase = kv->k + (size_t)kvh * hd, *vbase = kv->v + (size_t)kvh * hd;
+    for (int32_t h = 0; h < g; h++) {
+        const float *qh = q + (size_t)h * hd;
+        float *sc = scratch + (size_t)h * n_keys;
+        __m512 qv[MAX_HD16];
+        for (int32_t c = 0; c < nv; c++) qv[c] = _mm512_loadu_ps(qh + 16 * c);
+        float max = -INFINITY;
+        for (int32_t p = 0; p < n_keys; p++) {
+            const size_t slot = (size_t)block_table[p / bs] * bs + p % bs;
+            const float *kp = kbase + slot * slot_stride;
+            __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kp));
+            for (int32_t c = 1; c < nv; c++) acc = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kp + 16 * c), acc);
+            const float s = _mm512_reduce_add_ps(acc) * scale;
+            sc[p] = s;
+            max = s > max ? s : max;
+        }
+        const __m512 vmax = _mm512_set1_ps(max);
+        __m512 vsum = _mm512_setzero_ps();
+        int32_t p = 0;
+        for (; p + 16 <= n_keys; p += 16) {
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(sc + p), vmax));
+            _mm512_storeu_ps(sc + p, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        if (p < n_keys) {
+            const __mmask16 m = (__mmask16)((1u << (n_keys - p)) - 1);
+            const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + p), vmax)));
+            _mm512_mask_storeu_ps(sc + p, m, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        const float inv = 1.0f / _mm512_reduce_add_ps(vsum);
+        __m512 o[MAX_HD16];
+        for (int32_t c = 0; c < nv; c++) o[c] = _mm512_setzero_ps();
+        for (p = 0; p < n_keys; p++) {
+            const size_t slot = (size_t)block_table[p / bs] * bs + p % bs;
+            const float *vp = vbase + slot * slot_stride;
+            const __m512 wgt = _mm512_set1_ps(sc[p]);
+            for (int32_t c = 0; c < nv; c++) o[c] = _mm512_fmadd_ps(wgt, _mm512_loadu_ps(vp + 16 * c), o[c]);
+        }
+        const __m512 vinv = _mm512_set1_ps(inv);
+        float *oh = out + (size_t)h * hd;
+        for (int32_t c = 0; c < nv; c++) _mm512_storeu_ps(oh + 16 * c, _mm512_mul_ps(o[c], vinv));
+    }
+}
+
+static const kern_table k5_table = {
+    .level = CPU_LEVEL_AVX512,
+    .act_row_bytes = k5_act_row_bytes,
+    .act_prepare = k5_act_prepare,
+    .gemm = k5_gemm,
+    .rmsnorm = k5_rmsnorm,
+    .swiglu = k5_swiglu,
+    .attn = k5_attn,
+};
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+const kern_table *kern_avx512_get(void) {
+    return &k5_table;
+}
+
+#else
+const kern_table *kern_avx512_get(void) {
+    return NULL;
+}
+#endif
