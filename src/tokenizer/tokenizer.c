@@ -85,167 +85,9 @@ static bool str_is(gguf_str s, const char *c) {
     return gguf_str_eq(s, c);
 }
 
-/* An id from metadata if present and in range (llama.cpp keeps the default otherwise). */
-static void read_id(const gguf_file *f, const char *key, int32_t n_vocab, int32_t *id) {
-    int64_t v;
-    if (gguf_get_i64(f, key, &v) && v >= 0 && v < n_vocab) *id = (int32_t)v;
-}
-
-static int32_t find_cstr(const tokenizer *t, const char *s) {
-    return strmap_get(&t->by_text, s, strlen(s));
-}
-
-/* llama.cpp's text-based detection of EOT/EOM/FIM tokens: when the metadata does not
- * name one, the lowest id among the known spellings is taken and forced to CONTROL. */
-static int32_t detect(tokenizer *t, int32_t cur, const char *const *names, size_t n_names) {
-    if (cur >= 0) return cur;
-    int32_t best = -1;
-    for (size_t i = 0; i < n_names; i++) {
-        int32_t id = find_cstr(t, names[i]);
-        if (id >= 0 && (best < 0 || id < best)) best = id;
-    }
-    if (best >= 0) t->tok[best].type = TOK_TYPE_CONTROL;
-    return best;
-}
-
 static int cmp_i32(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
-}
-
-typedef struct len_id {
-    uint32_t len;
-    int32_t id;
-} len_id;
-
-/* longest first, then by id (llama.cpp's std::sort leaves ties unspecified) */
-static int cmp_len_id(const void *a, const void *b) {
-    const len_id *x = a, *y = b;
-    if (x->len != y->len) return x->len > y->len ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-static int add_eog(tokenizer *t, int32_t id) {
-    if (id < 0) return IFD_OK;
-    for (size_t i = 0; i < t->n_eog; i++)
-        if (t->eog[i] == id) return IFD_OK;
-    int32_t *n = realloc(t->eog, (t->n_eog + 1) * sizeof *n);
-    if (!n) return IFD_ERR_NOMEM;
-    t->eog = n;
-    t->eog[t->n_eog++] = id;
-    return IFD_OK;
-}
-
-static int build_special_tokens(tokenizer *t, const gguf_file *f) {
-    static const char *const EOT_NAMES[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>",
-                                            "<end_of_turn>", "<|endoftext|>", "<EOT>",
-                                            "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
-    static const char *const EOM_NAMES[] = {"<|eom_id|>"};
-    static const char *const FIM_PRE[] = {"<|fim_prefix|>", "<fim-prefix>",
-                                          "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>"};
-    static const char *const FIM_SUF[] = {"<|fim_suffix|>", "<fim-suffix>",
-                                          "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>"};
-    static const char *const FIM_MID[] = {"<|fim_middle|>", "<fim-middle>",
-                                          "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>"};
-    static const char *const FIM_PAD[] = {"<|fim_pad|>", "<fim-pad>", "<PAD>"};
-    static const char *const FIM_REP[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"};
-    static const char *const FIM_SEP[] = {"<|file_sep|>"};
-    static const char *const EOG_NAMES[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>",   "<end_of_turn>",
-                                            "<|endoftext|>", "<|eom_id|>", "<EOT>"};
-    int rc;
-    int32_t n = t->n_vocab;
-    int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
-
-    read_id(f, KEY("bos_token_id"), n, &t->bos);
-    read_id(f, KEY("eos_token_id"), n, &t->eos);
-    read_id(f, KEY("eot_token_id"), n, &t->eot);
-    read_id(f, KEY("eom_token_id"), n, &t->eom);
-    read_id(f, KEY("unknown_token_id"), n, &t->unk);
-    read_id(f, KEY("padding_token_id"), n, &t->pad);
-    read_id(f, KEY("fim_pre_token_id"), n, &fim_pre);
-    read_id(f, KEY("fim_suf_token_id"), n, &fim_suf);
-    read_id(f, KEY("fim_mid_token_id"), n, &fim_mid);
-    read_id(f, KEY("fim_pad_token_id"), n, &fim_pad);
-    read_id(f, KEY("fim_rep_token_id"), n, &fim_rep);
-    read_id(f, KEY("fim_sep_token_id"), n, &fim_sep);
-    read_id(f, KEY("prefix_token_id"), n, &fim_pre); /* deprecated spellings */
-    read_id(f, KEY("suffix_token_id"), n, &fim_suf);
-    read_id(f, KEY("middle_token_id"), n, &fim_mid);
-
-    bool b;
-    if (gguf_get_bool(f, KEY("add_bos_token"), &b)) t->add_bos = b;
-    if (gguf_get_bool(f, KEY("add_eos_token"), &b)) t->add_eos = b;
-
-#define NAMES(a) a, sizeof(a) / sizeof(a[0])
-    t->eot = detect(t, t->eot, NAMES(EOT_NAMES));
-    t->eom = detect(t, t->eom, NAMES(EOM_NAMES));
-    fim_pre = detect(t, fim_pre, NAMES(FIM_PRE));
-    fim_suf = detect(t, fim_suf, NAMES(FIM_SUF));
-    fim_mid = detect(t, fim_mid, NAMES(FIM_MID));
-    fim_pad = detect(t, fim_pad, NAMES(FIM_PAD));
-    fim_rep = detect(t, fim_rep, NAMES(FIM_REP));
-    fim_sep = detect(t, fim_sep, NAMES(FIM_SEP));
-
-    /* end-of-generation ids */
-    if ((rc = add_eog(t, fim_pad)) || (rc = add_eog(t, fim_rep)) || (rc = add_eog(t, fim_sep))) return rc;
-    for (size_t i = 0; i < sizeof EOG_NAMES / sizeof EOG_NAMES[0]; i++) {
-        int32_t id = find_cstr(t, EOG_NAMES[i]);
-        if (id < 0) continue;
-        t->tok[id].type = TOK_TYPE_CONTROL;
-        if ((rc = add_eog(t, id))) return rc;
-    }
-#undef NAMES
-    if ((rc = add_eog(t, t->eos)) || (rc = add_eog(t, t->eot)) || (rc = add_eog(t, t->eom))) return rc;
-    if (t->n_eog) qsort(t->eog, t->n_eog, sizeof *t->eog, cmp_i32);
-
-    /* the special-token cache: matched in text by tokenizer_st_partition */
-    size_t ns = 0;
-    for (int32_t id = 0; id < n; id++) {
-        uint8_t ty = t->tok[id].type;
-        if (ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNKNOWN) ns++;
-    }
-    if (ns) {
-        len_id *tmp = malloc(ns * sizeof *tmp);
-        t->special = malloc(ns * sizeof *t->special);
-        if (!tmp || !t->special) {
-            free(tmp);
-            return IFD_ERR_NOMEM;
-        }
-        size_t k = 0;
-        for (int32_t id = 0; id < n; id++) {
-            uint8_t ty = t->tok[id].type;
-            if (ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_USER_DEFINED || ty == TOK_TYPE_UNKNOWN)
-                tmp[k++] = (len_id){t->tok[id].len, id};
-        }
-        qsort(tmp, ns, sizeof *tmp, cmp_len_id);
-        for (size_t i = 0; i < ns; i++) t->special[i] = tmp[i].id;
-        t->n_special = ns;
-        free(tmp);
-    }
-
-    /* per-model whitespace stripping around special tokens (llama.cpp sets these by
-     * pre-tokenizer / model name, not from the file) */
-    gguf_str pre = {0}, name = {0};
-    gguf_get_str(f, KEY("pre"), &pre);
-    gguf_get_str(f, "general.name", &name);
-    char lname[256];
-    size_t ln = name.n < sizeof lname - 1 ? (size_t)name.n : sizeof lname - 1;
-    for (size_t i = 0; i < ln; i++) lname[i] = (char)tolower((unsigned char)name.s[i]);
-    lname[ln] = 0;
-    if (str_is(pre, "jina-v2-de") || str_is(pre, "jina-v2-es") || str_is(pre, "jina-v2-code")) {
-        int32_t id = find_cstr(t, "<mask>");
-        if (id >= 0) t->tok[id].strip |= TOK_STRIP_LEFT;
-    } else if (strstr(lname, "phi-3") || strstr(lname, "phi3")) {
-        for (size_t i = 0; i < t->n_special; i++) t->tok[t->special[i]].strip |= TOK_STRIP_RIGHT;
-        int32_t id = find_cstr(t, "</s>");
-        if (id >= 0) t->tok[id].strip |= TOK_STRIP_RIGHT;
-        static const char *const KEEP[] = {"<unk>", "<s>", "<|endoftext|>"};
-        for (size_t i = 0; i < 3; i++) {
-            id = find_cstr(t, KEEP[i]);
-            if (id >= 0) t->tok[id].strip &= (uint8_t)~TOK_STRIP_RIGHT;
-        }
-    }
-    return IFD_OK;
 }
 
 static int build_merges(tokenizer *t, const gguf_file *f, char *err, size_t err_bytes) {
@@ -322,13 +164,13 @@ int tok_create(tokenizer **out, const gguf_file *f, char *err, size_t err_bytes)
     const gguf_array *scores = gguf_get_arr(f, KEY("scores"), GGUF_TYPE_COUNT_);
     const gguf_array *types = gguf_get_arr(f, KEY("token_type"), GGUF_TYPE_COUNT_);
     if ((!scores && gguf_find_kv(f, KEY("scores"))) ||
-        (scores && (scores->type == GGUF_TYPE_STRING || scores->type == GGUF_TYPE_ARRAY || scores->n != toks->n))) {
-        rc = ifd_errf(err, err_bytes, IFD_ERR_FORMAT, "tokenizer.ggml.scores must hold %d numbers", n);
+        (scores && (scores->type == GGUF_TYPE_STRING || scores->type == GGUF_TYPE_ARRAY || scores->n < toks->n))) {
+        rc = ifd_errf(err, err_bytes, IFD_ERR_FORMAT, "tokenizer.ggml.scores must hold (at least) %d numbers", n);
         goto fail;
     }
     if ((!types && gguf_find_kv(f, KEY("token_type"))) ||
-        (types && (types->type == GGUF_TYPE_STRING || types->type == GGUF_TYPE_ARRAY || types->n != toks->n))) {
-        rc = ifd_errf(err, err_bytes, IFD_ERR_FORMAT, "tokenizer.ggml.token_type must hold %d integers", n);
+        (types && (types->type == GGUF_TYPE_STRING || types->type == GGUF_TYPE_ARRAY || types->n < toks->n))) {
+        rc = ifd_errf(err, err_bytes, IFD_ERR_FORMAT, "tokenizer.ggml.token_type must hold (at least) %d integers", n);
         goto fail;
     }
 
@@ -400,7 +242,7 @@ int tok_create(tokenizer **out, const gguf_file *f, char *err, size_t err_bytes)
     bool b;
     if (gguf_get_bool(f, KEY("add_space_prefix"), &b)) t->add_space_prefix = b;
 
-    if ((rc = build_special_tokens(t, f))) {
+    if ((rc = tok_build_special(t, f))) {
         ifd_errf(err, err_bytes, rc, "out of memory");
         goto fail;
     }

@@ -57,6 +57,12 @@ typedef struct tok_ids {
 
 int tok_ids_push(tok_ids *ids, int32_t id);
 
+/* tokenizer_special.c: special ids from metadata, llama.cpp's detection of EOT/EOM/FIM
+ * and end-of-generation tokens by their text (with its type overrides), the cache of
+ * tokens matched in text, per-model whitespace stripping. Needs t->tok, t->by_text and
+ * the family defaults; returns IFD_OK or IFD_ERR_NOMEM. */
+int tok_build_special(tokenizer *t, const gguf_file *f);
+
 /* SPM over text that is already whitespace-escaped ("▁") and prefixed. */
 int spm_encode(const tokenizer *t, const char *text, size_t n, tok_ids *out);
 /* Byte-level BPE over raw text: pre-tokenize, byte-encode, merge. */
