@@ -15,6 +15,7 @@ static const command COMMANDS[] = {
     {"tokenize", cli_tokenize, "print token ids: -m FILE [--bos] (TEXT | -f TEXTFILE)"},
     {"info", cli_info, "describe a model file: -m FILE"},
     {"logits", cli_logits, "print the logits of every position: -m FILE --ids \"1 2 3\""},
+    {"bench", cli_bench, "offline throughput: -m FILE [--num-requests N] [--input-len-range A:B] [--output-len-range C:D] [--seed S] ..."},
     {"chat-template", cli_chat_template, "render a chat template: -t FILE.jinja -i CASE.json"},
 };
 

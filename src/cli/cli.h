@@ -9,5 +9,6 @@ int cli_tokenize(int argc, char **argv);      /* cmd_tokenize.c */
 int cli_info(int argc, char **argv);          /* cmd_info.c */
 int cli_logits(int argc, char **argv);        /* cmd_logits.c (test/debug: dump logits) */
 int cli_chat_template(int argc, char **argv); /* cmd_chat_template.c */
+int cli_bench(int argc, char **argv);         /* cmd_bench.c */
 
 #endif

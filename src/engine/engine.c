@@ -1,0 +1,712 @@
+/* engine.c — the engine: lifecycle, the cross-thread inbox, the engine thread (a libuv
+ * loop), and each step's schedule() -> run(batch) -> postprocess() (nano-vllm's loop).
+ *
+ * Threads: inferd_submit / inferd_abort / inferd_engine_stats take the inbox mutex and
+ * wake the engine thread with uv_async_send (the only cross-thread wake-up). All other
+ * state belongs to the engine thread. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "../util/common.h"
+#include "engine_internal.h"
+#include "logprobs.h"
+
+void inferd_engine_options_default(inferd_engine_options *o) {
+    memset(o, 0, sizeof *o);
+    o->block_size = 16;
+    o->kv_cache_fraction = 0.25;
+    o->max_num_seqs = 64;
+    o->max_num_batched_tokens = 512;
+    o->enable_prefix_caching = true;
+    o->threaded = true;
+}
+
+void inferd_sampling_default(inferd_sampling *s) {
+    memset(s, 0, sizeof *s);
+    s->temperature = 1.0f;
+    s->top_p = 1.0f;
+    s->repetition_penalty = 1.0f;
+    s->max_tokens = 16;
+    s->n = 1;
+    s->logprobs = -1;
+}
+
+/* ---- memory budget ------------------------------------------------------------------ */
+
+static int64_t mem_available_bytes(void) {
+    FILE *fp = fopen("/proc/meminfo", "r");
+    if (!fp) return 0;
+    char line[256];
+    long long kb = 0;
+    while (fgets(line, sizeof line, fp))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(fp);
+    return (int64_t)kb * 1024;
+}
+
+/* ---- request / sequence lifetime ------------------------------------------------------ */
+
+static void request_free(request *r) {
+    if (!r) return;
+    for (int32_t i = 0; i < r->n_seqs; i++) {
+        sequence *s = &r->seqs[i];
+        free(s->tokens);
+        sampler_state_deinit(&s->samp);
+    }
+    free(r->seqs);
+    if (r->stop_strs)
+        for (int32_t i = 0; i < r->sp.n_stop; i++) free(r->stop_strs[i]);
+    free(r->stop_strs);
+    free(r->stop_lens);
+    free(r->bias);
+    free(r->stop_ids);
+    free(r->prompt);
+    free(r);
+}
+
+static void emit(inferd_engine *e, sequence *s, const int32_t *toks, int32_t n_toks,
+                 const char *text, size_t text_bytes, const inferd_token_logprob *lp,
+                 int32_t n_top) {
+    request *r = s->req;
+    inferd_output o = {.request_id = r->id,
+                       .index = s->index,
+                       .tokens = toks,
+                       .n_tokens = n_toks,
+                       .text = text ? text : "",
+                       .text_bytes = text_bytes,
+                       .logprobs = lp,
+                       .n_top = n_top,
+                       .finished = s->status == SEQ_FINISHED,
+                       .finish_reason = s->finish,
+                       .stop_reason = s->stop_reason,
+                       .prompt_tokens = r->n_prompt,
+                       .completion_tokens = s->n_generated,
+                       .cached_tokens = r->cached_tokens,
+                       .queue_s = r->t_first_sched > 0 ? r->t_first_sched - r->t_submit : 0.0,
+                       .ttft_s = r->t_first_token > 0 ? r->t_first_token - r->t_submit : 0.0};
+    (void)e;
+    r->cb(&o, r->user);
+}
+
+static const char *stop_str(const sequence *s) {
+    int i = stop_matched(&s->stop);
+    return i >= 0 && i < s->req->sp.n_stop ? s->req->stop_strs[i] : NULL;
+}
+
+/* Remove a sequence from whatever queue holds it and release its blocks. */
+static void seq_release(inferd_engine *e, sequence *s) {
+    if (s->status == SEQ_WAITING)
+        seq_queue_remove(&e->waiting, s);
+    else if (s->status == SEQ_RUNNING)
+        seq_queue_remove(&e->running, s);
+    if (s->kv_ready) {
+        kv_seq_deinit(e->kv, &s->kv);
+        s->kv_ready = false;
+    }
+}
+
+static void request_unlink(inferd_engine *e, request *r) {
+    for (request **pp = &e->live; *pp; pp = &(*pp)->next_all)
+        if (*pp == r) {
+            *pp = r->next_all;
+            break;
+        }
+}
+
+/* Finish one sequence: flush held text (unless a stop string ended it), emit the final
+ * event, free its blocks; free the request when its last sequence ends. */
+static void seq_finish(inferd_engine *e, sequence *s, inferd_finish_reason why,
+                       const int32_t *toks, int32_t n_toks, const char *text, size_t n_text,
+                       const inferd_token_logprob *lp, int32_t n_top) {
+    request *r = s->req;
+    seq_release(e, s);
+    s->status = SEQ_FINISHED;
+    s->finish = why;
+    size_t n = n_text;
+    if (why != INFERD_FINISH_STOP || !s->stop_reason) {
+        /* flush the detokenizer's held bytes through the stop matcher, then the matcher */
+        char tail[64];
+        size_t k = tok_detok_flush(&s->detok, tail, sizeof tail);
+        bool stopped = false;
+        if (text != e->text_buf && n_text) memmove(e->text_buf, text, n_text);
+        n += stop_push(&s->stop, tail, k, e->text_buf + n, e->text_cap - n, &stopped);
+        if (!stopped) n += stop_flush(&s->stop, e->text_buf + n, e->text_cap - n);
+        else if (why != INFERD_FINISH_ABORT) {
+            s->finish = INFERD_FINISH_STOP;
+            s->stop_reason = stop_str(s);
+        }
+        text = e->text_buf;
+    }
+    emit(e, s, toks, n_toks, text, n, lp, n_top);
+    if (why == INFERD_FINISH_ABORT) e->cnt.aborted++;
+    if (--r->n_live == 0) {
+        /* children never forked (parent ended first) are finished silently above */
+        request_unlink(e, r);
+        request_free(r);
+    }
+}
+
+void engine_preempt(inferd_engine *e, sequence *s) {
+    IFD_ASSERT(s->status == SEQ_RUNNING);
+    seq_queue_remove(&e->running, s);
+    kv_free(e->kv, &s->kv);
+    s->n_computed = 0;
+    s->n_scheduled = 0;
+    s->status = SEQ_WAITING;
+    seq_queue_insert_waiting(&e->waiting, s, true);
+    e->cnt.preemptions++;
+}
+
+/* End every live sequence of r with the given reason; r is freed. */
+static void request_end(inferd_engine *e, request *r, inferd_finish_reason why) {
+    r->abort_requested = true;
+    for (int32_t i = 0; i < r->n_seqs; i++) {
+        sequence *s = &r->seqs[i];
+        if (s->status == SEQ_FINISHED) continue;
+        const bool last = r->n_live == 1;
+        seq_finish(e, s, why, NULL, 0, NULL, 0, NULL, 0);
+        if (last) return; /* r is freed */
+    }
+}
+
+static void request_abort(inferd_engine *e, request *r) { request_end(e, r, INFERD_FINISH_ABORT); }
+
+/* ---- the step ------------------------------------------------------------------------ */
+
+static void drain_inbox(inferd_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    request *in = e->inbox_head;
+    e->inbox_head = e->inbox_tail = NULL;
+    int32_t n_abort = e->n_abort;
+    uint64_t aborts[64];
+    if (n_abort > 64) n_abort = 64;
+    memcpy(aborts, e->abort_ids, (size_t)n_abort * sizeof(uint64_t));
+    memmove(e->abort_ids, e->abort_ids + n_abort, (size_t)(e->n_abort - n_abort) * sizeof(uint64_t));
+    e->n_abort -= n_abort;
+    pthread_mutex_unlock(&e->mu);
+    while (in) {
+        request *r = in;
+        in = in->next_inbox;
+        r->next_all = e->live;
+        e->live = r;
+        e->cnt.prompt_tokens += (uint64_t)r->n_prompt;
+        sequence *s = &r->seqs[0];
+        s->status = SEQ_WAITING;
+        seq_queue_insert_waiting(&e->waiting, s, false);
+    }
+    for (int32_t i = 0; i < n_abort; i++)
+        for (request *r = e->live; r; r = r->next_all)
+            if (r->id == aborts[i]) {
+                request_abort(e, r);
+                break;
+            }
+}
+
+/* n > 1: the parent finished its prompt; children share its blocks (copy-on-write). */
+static void fork_children(inferd_engine *e, sequence *parent) {
+    request *r = parent->req;
+    r->forked = true;
+    for (int32_t i = 1; i < r->n_seqs; i++) {
+        sequence *c = &r->seqs[i];
+        if (c->status != SEQ_FORK_PENDING) continue;
+        if (!c->kv_ready) {
+            if (kv_seq_init(e->kv, &c->kv)) continue;
+            c->kv_ready = true;
+        }
+        kv_fork(e->kv, &parent->kv, &c->kv);
+        memcpy(c->tokens, parent->tokens, (size_t)parent->n_tokens * sizeof(int32_t));
+        c->n_tokens = parent->n_tokens;
+        c->n_computed = parent->n_computed;
+        c->status = SEQ_RUNNING;
+        c->admit_seq = ++e->admit_counter;
+        seq_queue_push_back(&e->running, c);
+    }
+}
+
+/* Sample the next token of s from logits row, append it, emit / finish. */
+static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
+    request *r = s->req;
+    const int32_t id = sampler_sample_seq(&r->sparams, &s->samp, row, e->n_vocab, &s->rng,
+                                          &e->scratch);
+    int32_t n_top = 0;
+    inferd_token_logprob *lp = NULL;
+    if (r->sp.logprobs >= 0) {
+        n_top = r->sp.logprobs;
+        lp = e->lp_buf;
+        n_top = logprobs_compute(row, e->n_vocab, id, n_top, (logprob_entry *)lp);
+    }
+    if (r->t_first_token == 0.0) r->t_first_token = ifd_now_s();
+    s->tokens[s->n_tokens++] = id;
+    s->n_generated++;
+    sampler_state_accept(&s->samp, id);
+    e->cnt.generated_tokens++;
+
+    bool eos = !r->sp.ignore_eos && tok_is_eog(e->m->tok, id);
+    bool stop_id = false;
+    for (int32_t i = 0; i < r->sp.n_stop_token_ids; i++)
+        if (r->stop_ids[i] == id) stop_id = true;
+    size_t n_text = 0;
+    bool stopped = false;
+    if (!eos && !stop_id) {
+        char piece[512];
+        size_t k = tok_detok_push(&s->detok, id, piece, sizeof piece);
+        n_text = stop_push(&s->stop, piece, k, e->text_buf, e->text_cap, &stopped);
+    }
+    if (eos || stop_id) {
+        seq_finish(e, s, INFERD_FINISH_STOP, &id, 1, e->text_buf, 0, lp, n_top);
+    } else if (stopped) {
+        s->stop_reason = stop_str(s);
+        seq_finish(e, s, INFERD_FINISH_STOP, &id, 1, e->text_buf, n_text, lp, n_top);
+    } else if (s->n_generated >= s->max_tokens || s->n_tokens >= e->max_model_len) {
+        seq_finish(e, s, INFERD_FINISH_LENGTH, &id, 1, e->text_buf, n_text, lp, n_top);
+    } else {
+        emit(e, s, &id, 1, e->text_buf, n_text, lp, n_top);
+    }
+}
+
+static void postprocess(inferd_engine *e) {
+    step_plan *p = &e->plan;
+    for (int32_t i = 0; i < p->n_seqs; i++) {
+        sequence *s = p->seqs[i];
+        s->n_computed += s->n_scheduled;
+        s->n_scheduled = 0;
+        kv_commit(e->kv, &s->kv, s->tokens, s->n_computed);
+    }
+    for (int32_t i = 0; i < p->n_seqs; i++) {
+        sequence *s = p->seqs[i];
+        if (s->logits_row < 0) continue;
+        const float *row = e->logits + (size_t)s->logits_row * e->n_vocab;
+        s->logits_row = -1;
+        request *r = s->req;
+        if (s->index == 0 && r->n_seqs > 1 && !r->forked) {
+            fork_children(e, s);
+            /* children sample from the same logits row, each with its own RNG */
+            for (int32_t c = r->n_seqs - 1; c >= 1; c--)
+                if (r->seqs[c].status == SEQ_RUNNING) seq_advance(e, &r->seqs[c], row);
+            /* the request may not be freed yet: the parent is still live */
+        }
+        seq_advance(e, s, row);
+    }
+}
+
+static void update_stats(inferd_engine *e) {
+    kv_stats ks;
+    kv_get_stats(e->kv, &ks);
+    pthread_mutex_lock(&e->mu);
+    e->stats.prompt_tokens = e->cnt.prompt_tokens;
+    e->stats.generated_tokens = e->cnt.generated_tokens;
+    e->stats.preemptions = e->cnt.preemptions;
+    e->stats.steps = e->cnt.steps;
+    e->stats.aborted = e->cnt.aborted;
+    e->stats.running = e->running.n;
+    e->stats.waiting = e->waiting.n;
+    e->stats.kv_blocks_total = ks.n_blocks;
+    e->stats.kv_blocks_used = ks.n_used;
+    e->stats.kv_blocks_cached = ks.n_cached_evictable;
+    e->stats.prefix_queries_tokens = ks.prefix_queries_tokens;
+    e->stats.prefix_hits_tokens = ks.prefix_hits_tokens;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* One engine step; returns the number of live requests. */
+static int engine_step(inferd_engine *e) {
+    drain_inbox(e);
+    sched_schedule(e);
+    if (e->plan.n_seqs > 0) {
+        int rc = runner_execute(e);
+        if (rc) {
+            /* a backend failure is an internal fault: fail the sequences of this step */
+            for (int32_t i = 0; i < e->plan.n_seqs; i++) {
+                e->plan.seqs[i]->n_scheduled = 0;
+                e->plan.seqs[i]->req->abort_requested = true;
+            }
+            for (request *r = e->live, *next; r; r = next) {
+                next = r->next_all;
+                if (r->abort_requested) request_end(e, r, INFERD_FINISH_ERROR);
+            }
+        } else {
+            postprocess(e);
+        }
+        e->cnt.steps++;
+    }
+    update_stats(e);
+    int live = 0;
+    for (request *r = e->live; r; r = r->next_all) live++;
+    return live;
+}
+
+int inferd_engine_step(inferd_engine *e) {
+    IFD_ASSERT(!e->threaded);
+    return engine_step(e);
+}
+
+/* ---- engine thread ------------------------------------------------------------------- */
+
+static bool has_work(inferd_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    bool w = e->inbox_head != NULL || e->n_abort > 0;
+    pthread_mutex_unlock(&e->mu);
+    return w || e->live != NULL;
+}
+
+static void on_idle(uv_idle_t *h) {
+    inferd_engine *e = h->data;
+    engine_step(e);
+    if (!has_work(e)) {
+        uv_idle_stop(&e->idle);
+        e->idle_on = false;
+    }
+}
+
+static void on_async(uv_async_t *h) {
+    inferd_engine *e = h->data;
+    pthread_mutex_lock(&e->mu);
+    bool stopping = e->stopping;
+    pthread_mutex_unlock(&e->mu);
+    if (stopping) {
+        drain_inbox(e);
+        while (e->live) request_abort(e, e->live);
+        uv_close((uv_handle_t *)&e->async, NULL);
+        uv_close((uv_handle_t *)&e->idle, NULL);
+        return;
+    }
+    if (!e->idle_on && has_work(e)) {
+        uv_idle_start(&e->idle, on_idle);
+        e->idle_on = true;
+    }
+}
+
+static void engine_thread_main(void *arg) {
+    inferd_engine *e = arg;
+    uv_sem_post(&e->started);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+}
+
+static void wake(inferd_engine *e) {
+    if (e->threaded) uv_async_send(&e->async);
+}
+
+/* ---- public API ---------------------------------------------------------------------- */
+
+int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, char *err,
+                         size_t err_bytes) {
+    *out = NULL;
+    if (!o->model_path)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "engine: no model path given");
+    if (o->block_size < 1 || o->block_size > 1024 || o->max_num_seqs < 1 ||
+        o->max_num_seqs > 4096 || o->max_num_batched_tokens < 1 ||
+        o->max_num_batched_tokens > (1 << 20) || o->max_model_len < 0)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "engine: invalid options");
+    inferd_engine *e = calloc(1, sizeof *e);
+    if (!e) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
+    e->opt = *o;
+    pthread_mutex_init(&e->mu, NULL);
+    int rc = model_load(&e->m, o->model_path, err, err_bytes);
+    if (rc) goto fail;
+    e->n_vocab = (int32_t)e->m->hp.n_vocab;
+    e->max_model_len = (int32_t)e->m->hp.n_ctx_train;
+    if (o->max_model_len > 0) e->max_model_len = IFD_MIN(o->max_model_len, (int32_t)(1 << 24));
+    const int32_t bs = o->block_size;
+    e->max_blocks_per_seq = (e->max_model_len + bs - 1) / bs;
+    if (e->opt.max_num_batched_tokens < e->opt.max_num_seqs)
+        e->opt.max_num_batched_tokens = e->opt.max_num_seqs;
+
+    /* KV pool from the memory budget */
+    const size_t block_bytes = backend_kv_block_bytes(e->m, bs);
+    int64_t budget = o->kv_cache_bytes;
+    if (budget <= 0) {
+        double frac = o->kv_cache_fraction > 0 && o->kv_cache_fraction <= 1 ? o->kv_cache_fraction : 0.25;
+        budget = (int64_t)(frac * (double)mem_available_bytes());
+    }
+    int64_t n_blocks = budget / (int64_t)block_bytes;
+    const int64_t useful = (int64_t)e->max_blocks_per_seq * e->opt.max_num_seqs * 4;
+    if (n_blocks > useful) n_blocks = useful;
+    if (n_blocks > INT32_MAX / bs) n_blocks = INT32_MAX / bs;
+    if (n_blocks < e->max_blocks_per_seq) {
+        if (n_blocks < 2) {
+            rc = ifd_errf(err, err_bytes, IFD_ERR_NOMEM,
+                          "engine: KV cache budget of %lld bytes holds %lld blocks of %zu bytes",
+                          (long long)budget, (long long)n_blocks, block_bytes);
+            goto fail;
+        }
+    }
+    backend_config bc = {.n_threads = o->n_threads,
+                         .block_size = bs,
+                         .n_blocks = (int32_t)n_blocks,
+                         .max_batch_tokens = e->opt.max_num_batched_tokens,
+                         .max_batch_seqs = e->opt.max_num_seqs,
+                         .max_logits = e->opt.max_num_seqs,
+                         .max_seq_len = e->max_model_len,
+                         .reference = o->reference_kernels};
+    if ((rc = backend_cpu_create(&e->be, e->m, &bc, err, err_bytes))) goto fail;
+    if ((rc = kv_create(&e->kv, (int32_t)n_blocks, bs, e->max_blocks_per_seq,
+                        o->enable_prefix_caching))) {
+        ifd_errf(err, err_bytes, rc, "engine: cannot create the KV block manager");
+        goto fail;
+    }
+    const size_t T = (size_t)e->opt.max_num_batched_tokens, S = (size_t)e->opt.max_num_seqs;
+    e->plan.seqs = calloc(S + 1, sizeof(sequence *));
+    e->b_tokens = malloc(T * sizeof(int32_t));
+    e->b_pos = malloc(T * sizeof(int32_t));
+    e->b_slot = malloc(T * sizeof(int32_t));
+    e->b_seq_start = malloc((S + 1) * sizeof(int32_t));
+    e->b_ctx_len = malloc(S * sizeof(int32_t));
+    e->b_block_table = calloc(S * (size_t)e->max_blocks_per_seq, sizeof(int32_t));
+    e->b_logits_idx = malloc(S * sizeof(int32_t));
+    e->copy_src = malloc(S * sizeof(int32_t));
+    e->copy_dst = malloc(S * sizeof(int32_t));
+    e->logits = malloc(S * (size_t)e->n_vocab * sizeof(float));
+    e->lp_buf = malloc((1 + INFERD_MAX_TOP_LOGPROBS) * sizeof(inferd_token_logprob));
+    e->text_cap = 1 << 16;
+    e->text_buf = malloc(e->text_cap);
+    e->cap_abort = 1024;
+    e->abort_ids = malloc((size_t)e->cap_abort * sizeof(uint64_t));
+    if (!e->plan.seqs || !e->b_tokens || !e->b_pos || !e->b_slot || !e->b_seq_start ||
+        !e->b_ctx_len || !e->b_block_table || !e->b_logits_idx || !e->copy_src || !e->copy_dst ||
+        !e->logits || !e->lp_buf || !e->text_buf || !e->abort_ids ||
+        sampler_scratch_init(&e->scratch, e->n_vocab)) {
+        rc = ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
+        goto fail;
+    }
+    rng_seed(&e->seed_rng, (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)e << 16));
+    e->next_id = 1;
+    e->threaded = o->threaded;
+    if (e->threaded) {
+        uv_loop_init(&e->loop);
+        uv_async_init(&e->loop, &e->async, on_async);
+        uv_idle_init(&e->loop, &e->idle);
+        e->async.data = e->idle.data = e;
+        uv_sem_init(&e->started, 0);
+        if (uv_thread_create(&e->thread, engine_thread_main, e)) {
+            rc = ifd_errf(err, err_bytes, IFD_ERR_INTERNAL, "engine: cannot start its thread");
+            uv_close((uv_handle_t *)&e->async, NULL);
+            uv_close((uv_handle_t *)&e->idle, NULL);
+            uv_run(&e->loop, UV_RUN_DEFAULT);
+            uv_loop_close(&e->loop);
+            uv_sem_destroy(&e->started);
+            e->threaded = false;
+            goto fail;
+        }
+        uv_sem_wait(&e->started);
+    }
+    update_stats(e);
+    *out = e;
+    return IFD_OK;
+fail:
+    inferd_engine_destroy(e);
+    return rc;
+}
+
+void inferd_engine_destroy(inferd_engine *e) {
+    if (!e) return;
+    if (e->threaded) {
+        pthread_mutex_lock(&e->mu);
+        e->stopping = true;
+        pthread_mutex_unlock(&e->mu);
+        uv_async_send(&e->async);
+        uv_thread_join(&e->thread);
+        uv_loop_close(&e->loop);
+        uv_sem_destroy(&e->started);
+    } else {
+        if (e->kv) {
+            drain_inbox(e);
+            while (e->live) request_abort(e, e->live);
+        }
+    }
+    for (request *r = e->inbox_head, *n; r; r = n) {
+        n = r->next_inbox;
+        request_free(r);
+    }
+    kv_destroy(e->kv);
+    backend_destroy(e->be);
+    model_destroy(e->m);
+    sampler_scratch_deinit(&e->scratch);
+    free(e->plan.seqs);
+    free(e->b_tokens);
+    free(e->b_pos);
+    free(e->b_slot);
+    free(e->b_seq_start);
+    free(e->b_ctx_len);
+    free(e->b_block_table);
+    free(e->b_logits_idx);
+    free(e->copy_src);
+    free(e->copy_dst);
+    free(e->logits);
+    free(e->lp_buf);
+    free(e->text_buf);
+    free(e->abort_ids);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+static int check_sampling(const inferd_engine *e, const inferd_sampling *sp, char *err,
+                          size_t err_bytes) {
+#define BAD(...) return ifd_errf(err, err_bytes, IFD_ERR_INVALID, __VA_ARGS__)
+    if (!(sp->temperature >= 0.0f && sp->temperature <= 100.0f)) BAD("temperature must be in [0, 100]");
+    if (!(sp->top_p > 0.0f && sp->top_p <= 1.0f)) BAD("top_p must be in (0, 1]");
+    if (sp->top_k < 0) BAD("top_k must be >= 0");
+    if (!(sp->min_p >= 0.0f && sp->min_p <= 1.0f)) BAD("min_p must be in [0, 1]");
+    if (!(sp->repetition_penalty > 0.0f && sp->repetition_penalty <= 100.0f))
+        BAD("repetition_penalty must be in (0, 100]");
+    if (!(fabsf(sp->presence_penalty) <= 2.0f)) BAD("presence_penalty must be in [-2, 2]");
+    if (!(fabsf(sp->frequency_penalty) <= 2.0f)) BAD("frequency_penalty must be in [-2, 2]");
+    if (sp->max_tokens < 1) BAD("max_tokens must be >= 1");
+    if (sp->n < 1 || sp->n > 128) BAD("n must be in [1, 128]");
+    if (sp->logprobs < -1 || sp->logprobs > INFERD_MAX_TOP_LOGPROBS)
+        BAD("top_logprobs must be in [0, %d]", INFERD_MAX_TOP_LOGPROBS);
+    if (sp->n_stop < 0 || sp->n_stop > INFERD_MAX_STOP) BAD("at most %d stop strings", INFERD_MAX_STOP);
+    if (sp->n_logit_bias < 0 || sp->n_logit_bias > 1024) BAD("logit_bias has too many entries");
+    for (int32_t i = 0; i < sp->n_logit_bias; i++) {
+        if (sp->logit_bias[i].id < 0 || sp->logit_bias[i].id >= e->n_vocab)
+            BAD("logit_bias token id %d is out of range", sp->logit_bias[i].id);
+        if (!(fabsf(sp->logit_bias[i].bias) <= 100.0f)) BAD("logit_bias values must be in [-100, 100]");
+    }
+    if (sp->n_stop_token_ids < 0 || sp->n_stop_token_ids > 64) BAD("too many stop_token_ids");
+    for (int32_t i = 0; i < sp->n_stop_token_ids; i++)
+        if (sp->stop_token_ids[i] < 0 || sp->stop_token_ids[i] >= e->n_vocab)
+            BAD("stop token id %d is out of range", sp->stop_token_ids[i]);
+    for (int32_t i = 0; i < sp->n_stop; i++)
+        if (!sp->stop[i] || !sp->stop[i][0] || strlen(sp->stop[i]) > 256)
+            BAD("stop strings must be 1..256 bytes");
+#undef BAD
+    return IFD_OK;
+}
+
+int inferd_submit(inferd_engine *e, const inferd_request *q, uint64_t *id, char *err,
+                  size_t err_bytes) {
+    if (!q->cb) return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "no output callback");
+    if (q->n_prompt < 1)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "the prompt must contain at least one token");
+    for (int32_t i = 0; i < q->n_prompt; i++)
+        if (q->prompt[i] < 0 || q->prompt[i] >= e->n_vocab)
+            return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "prompt token id %d is out of range",
+                            q->prompt[i]);
+    if (q->n_prompt >= e->max_model_len)
+        return ifd_errf(err, err_bytes, IFD_ERR_LIMIT,
+                        "the prompt has %d tokens; the maximum context length is %d", q->n_prompt,
+                        e->max_model_len);
+    int rc = check_sampling(e, &q->sampling, err, err_bytes);
+    if (rc) return rc;
+    request *r = calloc(1, sizeof *r);
+    if (!r) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "out of memory");
+    r->sp = q->sampling;
+    r->priority = q->priority;
+    r->cb = q->cb;
+    r->user = q->user;
+    r->n_prompt = q->n_prompt;
+    r->t_submit = ifd_now_s();
+    r->n_seqs = r->sp.n;
+    r->n_live = r->n_seqs;
+    r->prompt = malloc((size_t)q->n_prompt * sizeof(int32_t));
+    r->seqs = calloc((size_t)r->n_seqs, sizeof(sequence));
+    bool ok = r->prompt && r->seqs;
+    if (ok && r->sp.n_stop > 0) {
+        r->stop_strs = calloc((size_t)r->sp.n_stop, sizeof(char *));
+        r->stop_lens = calloc((size_t)r->sp.n_stop, sizeof(size_t));
+        ok = r->stop_strs && r->stop_lens;
+        for (int32_t i = 0; ok && i < r->sp.n_stop; i++) {
+            r->stop_strs[i] = strdup(q->sampling.stop[i]);
+            ok = r->stop_strs[i] != NULL;
+            if (ok) r->stop_lens[i] = strlen(r->stop_strs[i]);
+        }
+        r->sp.stop = (const char *const *)r->stop_strs;
+    }
+    if (ok && r->sp.n_logit_bias > 0) {
+        r->bias = malloc((size_t)r->sp.n_logit_bias * sizeof *r->bias);
+        ok = r->bias != NULL;
+        if (ok) memcpy(r->bias, q->sampling.logit_bias, (size_t)r->sp.n_logit_bias * sizeof *r->bias);
+        r->sp.logit_bias = r->bias;
+    }
+    if (ok && r->sp.n_stop_token_ids > 0) {
+        r->stop_ids = malloc((size_t)r->sp.n_stop_token_ids * sizeof(int32_t));
+        ok = r->stop_ids != NULL;
+        if (ok) memcpy(r->stop_ids, q->sampling.stop_token_ids, (size_t)r->sp.n_stop_token_ids * sizeof(int32_t));
+    }
+    if (!ok) {
+        request_free(r);
+        return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "out of memory");
+    }
+    memcpy(r->prompt, q->prompt, (size_t)q->n_prompt * sizeof(int32_t));
+    r->sparams = (sampler_params){.temperature = r->sp.temperature,
+                                  .top_k = r->sp.top_k,
+                                  .top_p = r->sp.top_p,
+                                  .min_p = r->sp.min_p,
+                                  .repetition_penalty = r->sp.repetition_penalty,
+                                  .presence_penalty = r->sp.presence_penalty,
+                                  .frequency_penalty = r->sp.frequency_penalty,
+                                  .logit_bias = (const sampler_bias *)r->bias,
+                                  .n_logit_bias = r->sp.n_logit_bias};
+    const int32_t max_new = e->max_model_len - q->n_prompt;
+    pthread_mutex_lock(&e->mu);
+    const bool stopping = e->stopping;
+    uint64_t seed = r->sp.has_seed ? r->sp.seed : rng_next(&e->seed_rng);
+    pthread_mutex_unlock(&e->mu);
+    if (stopping) {
+        request_free(r);
+        return ifd_errf(err, err_bytes, IFD_ERR_BUSY, "the engine is shutting down");
+    }
+    for (int32_t i = 0; i < r->n_seqs; i++) {
+        sequence *s = &r->seqs[i];
+        s->req = r;
+        s->index = i;
+        s->status = i == 0 ? SEQ_NEW : SEQ_FORK_PENDING;
+        s->logits_row = -1;
+        s->max_tokens = IFD_MIN(r->sp.max_tokens, max_new);
+        s->tokens = malloc((size_t)e->max_model_len * sizeof(int32_t));
+        ok = s->tokens != NULL;
+        if (ok) {
+            memcpy(s->tokens, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+            s->n_tokens = r->n_prompt;
+            ok = sampler_state_init(&s->samp, e->n_vocab) == 0 &&
+                 sampler_state_add_prompt(&s->samp, r->prompt, r->n_prompt) == 0 &&
+                 stop_init(&s->stop, (const char *const *)r->stop_strs, r->stop_lens, r->sp.n_stop,
+                           false) == 0;
+        }
+        if (!ok) {
+            request_free(r);
+            return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "out of memory");
+        }
+        /* per-choice RNG: the request seed, decorrelated by choice index */
+        rng_seed(&s->rng, seed + 0x9e3779b97f4a7c15ull * (uint64_t)i);
+        tok_detok_init(&s->detok, e->m->tok, false);
+    }
+    pthread_mutex_lock(&e->mu);
+    r->id = e->next_id++;
+    r->arrival = e->next_arrival++;
+    if (e->inbox_tail)
+        e->inbox_tail->next_inbox = r;
+    else
+        e->inbox_head = r;
+    e->inbox_tail = r;
+    pthread_mutex_unlock(&e->mu);
+    if (id) *id = r->id;
+    wake(e);
+    return IFD_OK;
+}
+
+void inferd_abort(inferd_engine *e, uint64_t id) {
+    pthread_mutex_lock(&e->mu);
+    if (e->n_abort == e->cap_abort) {
+        uint64_t *n = realloc(e->abort_ids, (size_t)e->cap_abort * 2 * sizeof(uint64_t));
+        if (n) {
+            e->abort_ids = n;
+            e->cap_abort *= 2;
+        }
+    }
+    if (e->n_abort < e->cap_abort) e->abort_ids[e->n_abort++] = id;
+    pthread_mutex_unlock(&e->mu);
+    wake(e);
+}
+
+void inferd_engine_stats(inferd_engine *e, inferd_stats *st) {
+    pthread_mutex_lock(&e->mu);
+    *st = e->stats;
+    pthread_mutex_unlock(&e->mu);
+}
+
+int32_t inferd_n_vocab(const inferd_engine *e) { return e->n_vocab; }
+int32_t inferd_max_model_len(const inferd_engine *e) { return e->max_model_len; }
+const char *inferd_model_name(const inferd_engine *e) { return e->m->name; }
+const struct model *inferd_model(const inferd_engine *e) { return e->m; }

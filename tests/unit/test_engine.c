@@ -1,0 +1,175 @@
+/* test_engine.c — engine equivalence on the shared Shakespeare model (greedy): output
+ * is identical with prefix caching on and off, with a KV pool so small that
+ * preemption must happen, with prefill chunk sizes 1, 7, 64 and whole-prompt, and for
+ * a request run alone versus among 31 others of different lengths (batch invariance).
+ * "Identical" means the same token ids AND bit-identical top-20 logprobs (which are
+ * computed from the raw logits row), so any difference in a sequence's logits shows. */
+#include "engine/sampler.h"
+#include "inferd.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "model/model.h"
+
+#define MODEL INFERD_SHARED_DIR "/models/shakespeare-target.gguf"
+#define MAX_OUT 40
+#define NTOP 20
+
+typedef struct result {
+    int32_t ids[MAX_OUT];
+    inferd_token_logprob lp[MAX_OUT][1 + NTOP];
+    int32_t n;
+    bool done;
+    inferd_finish_reason reason;
+} result;
+
+static void on_out(const inferd_output *o, void *user) {
+    result *r = user;
+    for (int32_t i = 0; i < o->n_tokens && r->n < MAX_OUT; i++) {
+        r->ids[r->n] = o->tokens[i];
+        if (o->logprobs) memcpy(r->lp[r->n], o->logprobs + (size_t)i * (1 + o->n_top),
+                                (size_t)(1 + o->n_top) * sizeof(inferd_token_logprob));
+        r->n++;
+    }
+    if (o->finished) {
+        r->done = true;
+        r->reason = o->finish_reason;
+    }
+}
+
+typedef struct prompt {
+    int32_t ids[256];
+    int32_t n;
+    int32_t max_out;
+} prompt;
+
+static void make_prompts(prompt *p, int n, unsigned seed, bool shared_prefix) {
+    ifd_rng rng;
+    rng_seed(&rng, seed);
+    int32_t prefix[64];
+    for (int i = 0; i < 64; i++) prefix[i] = 3 + (int32_t)(rng_next(&rng) % 1000);
+    for (int k = 0; k < n; k++) {
+        p[k].n = 5 + (int32_t)(rng_next(&rng) % 150);
+        p[k].ids[0] = 1; /* BOS */
+        for (int32_t i = 1; i < p[k].n; i++)
+            p[k].ids[i] = shared_prefix && i < 64 ? prefix[i] : 3 + (int32_t)(rng_next(&rng) % 1000);
+        p[k].max_out = 8 + (int32_t)(rng_next(&rng) % (MAX_OUT - 8));
+    }
+}
+
+/* Run prompts through a fresh non-threaded engine; sequential == true submits each
+ * after the previous finished (so the prefix cache can hit), else all at once. */
+static bool run(const inferd_engine_options *base, const prompt *p, int n, bool sequential,
+                result *out, inferd_stats *st) {
+    inferd_engine_options o = *base;
+    o.model_path = MODEL;
+    o.threaded = false;
+    char err[256];
+    inferd_engine *e = NULL;
+    if (inferd_engine_create(&e, &o, err, sizeof err)) {
+        fprintf(stderr, "  engine: %s\n", err);
+        return false;
+    }
+    memset(out, 0, sizeof(result) * (size_t)n);
+    for (int k = 0; k < n; k++) {
+        inferd_request q = {.prompt = p[k].ids, .n_prompt = p[k].n, .cb = on_out, .user = &out[k]};
+        inferd_sampling_default(&q.sampling);
+        q.sampling.temperature = 0.0f;
+        q.sampling.max_tokens = p[k].max_out;
+        q.sampling.ignore_eos = true;
+        q.sampling.logprobs = NTOP;
+        if (inferd_submit(e, &q, NULL, err, sizeof err)) {
+            fprintf(stderr, "  submit: %s\n", err);
+            inferd_engine_destroy(e);
+            return false;
+        }
+        if (sequential)
+            while (inferd_engine_step(e) > 0) {
+            }
+    }
+    int guard = 0;
+    while (inferd_engine_step(e) > 0 && guard++ < 100000) {
+    }
+    if (st) inferd_engine_stats(e, st);
+    inferd_engine_destroy(e);
+    for (int k = 0; k < n; k++)
+        if (!out[k].done) return false;
+    return true;
+}
+
+static int compare(const result *a, const result *b, int n, const char *what) {
+    int bad = 0;
+    for (int k = 0; k < n; k++) {
+        if (a[k].n != b[k].n || memcmp(a[k].ids, b[k].ids, (size_t)a[k].n * sizeof(int32_t))) {
+            fprintf(stderr, "  %s: request %d tokens differ\n", what, k);
+            bad++;
+            continue;
+        }
+        if (memcmp(a[k].lp, b[k].lp, (size_t)a[k].n * sizeof a[k].lp[0])) {
+            fprintf(stderr, "  %s: request %d logprobs differ\n", what, k);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+#define NP 12
+static prompt P[32];
+static result R0[32], R1[32];
+
+static void test_prefix_caching_on_off(void) {
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    make_prompts(P, NP, 11, true);
+    inferd_stats s0, s1;
+    o.enable_prefix_caching = false;
+    CHECK(run(&o, P, NP, true, R0, &s0));
+    o.enable_prefix_caching = true;
+    CHECK(run(&o, P, NP, true, R1, &s1));
+    CHECK(s0.prefix_hits_tokens == 0);
+    CHECKF(s1.prefix_hits_tokens >= 48 * (NP - 1), "hits %llu", (unsigned long long)s1.prefix_hits_tokens);
+    CHECK(compare(R0, R1, NP, "prefix caching") == 0);
+}
+
+static void test_preemption(void) {
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    make_prompts(P, NP, 12, false);
+    inferd_stats s0, s1;
+    CHECK(run(&o, P, NP, false, R0, &s0));
+    /* 20 blocks of 16 tokens: 12 sequences of up to ~190 tokens cannot all fit */
+    const model *m = NULL;
+    (void)m;
+    o.kv_cache_bytes = 20 * 16 * 2 * 4 /*layers*/ * 2 /*kv heads*/ * 64 * 4;
+    CHECK(run(&o, P, NP, false, R1, &s1));
+    CHECKF(s1.preemptions > 0, "preemptions %llu", (unsigned long long)s1.preemptions);
+    CHECK(compare(R0, R1, NP, "preemption") == 0);
+}
+
+static void test_chunk_sizes(void) {
+    make_prompts(P, 4, 13, false);
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    o.max_num_batched_tokens = 4096; /* whole prompt in one step */
+    CHECK(run(&o, P, 4, false, R0, NULL));
+    const int chunks[] = {1, 7, 64};
+    for (int c = 0; c < 3; c++) {
+        o.max_num_batched_tokens = chunks[c];
+        o.max_num_seqs = chunks[c] < 4 ? chunks[c] : 4;
+        CHECK(run(&o, P, 4, false, R1, NULL));
+        char what[32];
+        snprintf(what, sizeof what, "chunk %d", chunks[c]);
+        CHECK(compare(R0, R1, 4, what) == 0);
+    }
+}
+
+static void test_batch_invariance(void) {
+    make_prompts(P, 32, 14, false);
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    CHECK(run(&o, P, 1, false, R0, NULL)); /* request 0 alone */
+    CHECK(run(&o, P, 32, false, R1, NULL)); /* among 31 others */
+    CHECK(compare(R0, R1, 1, "alone vs 32") == 0);
+}
+
+TEST_MAIN(T(test_prefix_caching_on_off), T(test_preemption), T(test_chunk_sizes),
+          T(test_batch_invariance))
