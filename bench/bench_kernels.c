@@ -1,0 +1,157 @@
+/* bench_kernels.c — CPU kernel micro-benchmarks (figures, not tests): matmul GB/s of
+ * weights streamed at decode shape (T = 1) and GFLOP/s at prefill shape (T = 512) for
+ * every weight type, and paged attention, at each dispatch level (or the one forced
+ * by INFERD_CPU). Shapes are the ~1B Llama's (dim 2048, FFN 8192).
+ *
+ * usage: bench_kernels [-t threads] [-l scalar|avx2|avx512] [-q (quick: fewer reps)] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/ops.h"
+#include "model/quant.h"
+#include "util/common.h"
+#include "util/cpu_features.h"
+
+static uint32_t rng = 12345;
+static float frand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return ((float)(rng >> 8) / 16777216.0f) * 2.0f - 1.0f;
+}
+
+/* A random rows x cols matrix of type t (malloc'ed data). */
+static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
+    wmat w = {.type = t, .n_rows = rows, .n_cols = cols, .row_bytes = quant_row_bytes(t, cols)};
+    uint8_t *d = malloc(w.row_bytes * (size_t)rows);
+    float *tmp = malloc((size_t)cols * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *row = d + (size_t)r * w.row_bytes;
+        for (int64_t i = 0; i < cols; i++) tmp[i] = frand() * 0.05f;
+        switch (t) {
+        case GGML_TYPE_F32: memcpy(row, tmp, (size_t)cols * 4); break;
+        case GGML_TYPE_F16:
+            for (int64_t i = 0; i < cols; i++) ((uint16_t *)row)[i] = ifd_f32_to_fp16(tmp[i]);
+            break;
+        case GGML_TYPE_BF16:
+            for (int64_t i = 0; i < cols; i++) ((uint16_t *)row)[i] = ifd_f32_to_bf16(tmp[i]);
+            break;
+        case GGML_TYPE_Q8_0: quant_quantize_row_q8_0(tmp, (block_q8_0 *)row, cols); break;
+        case GGML_TYPE_Q4_0: quant_quantize_row_q4_0(tmp, (block_q4_0 *)row, cols); break;
+        default: /* K-quants: random bytes with sane super-block scales */
+            for (size_t i = 0; i < w.row_bytes; i++) row[i] = (uint8_t)(frand() * 127 + 128);
+            for (int64_t b = 0; b < cols / 256; b++) {
+                if (t == GGML_TYPE_Q4_K) {
+                    block_q4_K *blk = (block_q4_K *)row + b;
+                    blk->d = ifd_f32_to_fp16(0.001f);
+                    blk->dmin = ifd_f32_to_fp16(0.001f);
+                } else {
+                    ((block_q6_K *)row + b)->d = ifd_f32_to_fp16(0.0005f);
+                }
+            }
+        }
+    }
+    free(tmp);
+    w.data = d;
+    return w;
+}
+
+/* Best time of one pass over n matrices (several copies defeat the L3 at T = 1, so the
+ * figure is DRAM streaming as in a real decode step). */
+static double bench_matmul(ops_ctx *c, const wmat *w, int n, const float *x, float *out,
+                           int32_t T, int reps) {
+    for (int m = 0; m < n; m++) op_matmul(c, out, x, &w[m], T); /* warm-up */
+    double best = 1e9;
+    for (int i = 0; i < reps; i++) {
+        double t0 = ifd_now_s();
+        for (int m = 0; m < n; m++) op_matmul(c, out, x, &w[m], T);
+        double dt = ifd_now_s() - t0;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    int n_threads = 0, quick = 0, only = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-q")) quick = 1;
+        else if (!strcmp(argv[i], "-l") && i + 1 < argc) {
+            cpu_level l;
+            if (!cpu_level_parse(argv[++i], &l)) return 2;
+            only = (int)l;
+        }
+    }
+    const char *env = getenv("INFERD_CPU");
+    const int lo = only >= 0 ? only : (env && *env ? (int)cpu_level_default() : 0);
+    const int hi = only >= 0 ? only : (int)cpu_level_default();
+    const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                               GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    const int64_t ROWS = 8192, K = 2048; /* the FFN gate/up shape */
+    const int32_t TP = 512;
+    enum { COPIES = 40 };
+    float *x = malloc((size_t)TP * K * sizeof(float));
+    float *out = malloc((size_t)TP * ROWS * sizeof(float));
+    for (int64_t i = 0; i < (int64_t)TP * K; i++) x[i] = frand();
+    for (int level = lo; level <= hi; level++) {
+        if (level == CPU_LEVEL_SCALAR && !(only == 0 || (env && !strcmp(env, "scalar")))) continue;
+        ops_ctx *c = ops_ctx_create(n_threads, level);
+        if (!c) continue;
+        ops_ctx_reserve(c, TP, K, 4096, 4);
+        printf("level %s, %d threads — matmul %lld x %lld\n", cpu_level_name((cpu_level)level),
+               ops_ctx_n_threads(c), (long long)ROWS, (long long)K);
+        printf("  %-5s %12s %12s %14s\n", "type", "T=1 GB/s", "T=1 us", "T=512 GFLOP/s");
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            wmat w[COPIES];
+            const double bytes = (double)quant_row_bytes(types[ti], K) * ROWS;
+            const int n = (int)IFD_MIN(COPIES, IFD_MAX(2, (int)(320e6 / bytes)));
+            for (int m = 0; m < n; m++) w[m] = make_w(types[ti], ROWS, K);
+            const double t1 = bench_matmul(c, w, n, x, out, 1, quick ? 3 : 10) / n;
+            const double tp = bench_matmul(c, w, 1, x, out, TP, quick ? 1 : 3);
+            printf("  %-5s %12.1f %12.0f %14.1f\n", ggml_type_get(types[ti])->name, bytes / t1 / 1e9,
+                   t1 * 1e6, 2.0 * ROWS * K * TP / tp / 1e9);
+            for (int m = 0; m < n; m++) free((void *)w[m].data);
+        }
+        /* attention: 32 heads, 8 KV heads, head_dim 64, block 16 */
+        enum { NH = 32, NKV = 8, HD = 64, BS = 16 };
+        const int32_t ctx_len = 1024, nq = 256;
+        const int32_t nblk = ctx_len / BS;
+        float *kc = malloc((size_t)ctx_len * NKV * HD * 4), *vc = malloc((size_t)ctx_len * NKV * HD * 4);
+        for (size_t i = 0; i < (size_t)ctx_len * NKV * HD; i++) {
+            kc[i] = frand();
+            vc[i] = frand();
+        }
+        int32_t *bt = malloc(nblk * sizeof(int32_t)), *pos = malloc(nq * sizeof(int32_t));
+        for (int i = 0; i < nblk; i++) bt[i] = (i * 7) % nblk;
+        float *q = malloc((size_t)nq * NH * HD * 4), *o = malloc((size_t)nq * NH * HD * 4);
+        for (size_t i = 0; i < (size_t)nq * NH * HD; i++) q[i] = frand();
+        kv_view kv = {kc, vc, NKV, HD, BS};
+        for (int mode = 0; mode < 2; mode++) {
+            const int32_t n = mode ? nq : 1;
+            for (int i = 0; i < n; i++) pos[i] = ctx_len - n + i;
+            int32_t ss[2] = {0, n};
+            double best = 1e9;
+            for (int rep = 0; rep < (quick ? 2 : 5); rep++) {
+                double t0 = ifd_now_s();
+                op_attention(c, o, q, 1, ss, pos, NH, &kv, bt, nblk);
+                double dt = ifd_now_s() - t0;
+                if (dt < best) best = dt;
+            }
+            double keys = 0;
+            for (int i = 0; i < n; i++) keys += pos[i] + 1;
+            printf("  attention %s (%d queries, ctx %d): %.3f ms, %.1f GFLOP/s\n",
+                   mode ? "prefill" : "decode", n, ctx_len, best * 1e3,
+                   4.0 * keys * NH * HD / best / 1e9);
+        }
+        free(kc);
+        free(vc);
+        free(bt);
+        free(pos);
+        free(q);
+        free(o);
+        ops_ctx_destroy(c);
+    }
+    free(x);
+    free(out);
+    return 0;
+}

@@ -1,0 +1,452 @@
+/* test_cpu_kernels.c — every fast CPU op against the plain C reference (ops_ref.c,
+ * quant.c) on random inputs (never zeros), for every weight type, at every dispatch
+ * level this CPU has (scalar, avx2, avx512: forced through ops_ctx_create's level),
+ * with odd shapes (rows not a multiple of any tile, K tails, T = 1, 3, 17, 64).
+ * Plus batch invariance: a token row computed alone, inside a batch of 7 and inside
+ * a batch of 64 is bit-identical (matmul, multi-matmul, attention, and the whole CPU
+ * backend on the shakespeare test models).
+ *
+ * Tolerances (stated at each check):
+ *  - scalar level: the matmul is the reference dot per element: exactly equal.
+ *  - F32/F16/BF16/Q4_K/Q6_K at SIMD levels: the weights are converted exactly; only
+ *    the summation order differs (16 or 8 lanes, then a tree): |err| <= 1e-5 * S where
+ *    S = sum_k |w_k x_k| (worst-case float reassociation error is ~K * 2^-24 * S;
+ *    1e-5 leaves room for K up to ~170 blocks of lanes and still catches any wrong
+ *    element, whose error would be ~|w_k x_k| >> 1e-5 * S).
+ *  - Q8_0/Q4_0 at SIMD levels: activations are quantized to int8 per block of 32
+ *    (step amax/127, round to nearest), so |err| <= sum_blocks (sum_k |w_k|) *
+ *    amax_b / 254 (half a step per element) + 1e-5 * S. That is ~1e-2 of S on random
+ *    data, the usual cost of the q8 activation path. */
+#include <math.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/ops.h"
+#include "model/model.h"
+#include "model/quant.h"
+#include "test_util.h"
+#include "util/common.h"
+#include "util/cpu_features.h"
+
+static uint32_t rng = 2024;
+static float frand(void) { /* uniform in [-1, 1), never exactly 0 */
+    rng = rng * 1664525u + 1013904223u;
+    float f = ((float)(rng >> 8) / 16777216.0f) * 2.0f - 1.0f;
+    return f == 0.0f ? 0.5f : f;
+}
+
+static const ggml_type TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                                  GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+
+static const char *tname(ggml_type t) {
+    return ggml_type_get((uint32_t)t)->name;
+}
+
+/* Random rows x cols matrix of type t (data malloc'ed; free with free((void*)w.data)). */
+static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
+    wmat w = {.type = t, .n_rows = rows, .n_cols = cols, .row_bytes = quant_row_bytes(t, cols)};
+    uint8_t *d = malloc(w.row_bytes * (size_t)rows);
+    float *tmp = malloc((size_t)cols * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *row = d + (size_t)r * w.row_bytes;
+        for (int64_t i = 0; i < cols; i++) tmp[i] = frand() * 0.1f;
+        switch (t) {
+        case GGML_TYPE_F32: memcpy(row, tmp, (size_t)cols * 4); break;
+        case GGML_TYPE_F16:
+            for (int64_t i = 0; i < cols; i++) {
+                ifd_fp16 h = ifd_f32_to_fp16(tmp[i]);
+                memcpy(row + 2 * i, &h, 2);
+            }
+            break;
+        case GGML_TYPE_BF16:
+            for (int64_t i = 0; i < cols; i++) {
+                ifd_bf16 h = ifd_f32_to_bf16(tmp[i]);
+                memcpy(row + 2 * i, &h, 2);
+            }
+            break;
+        case GGML_TYPE_Q8_0: quant_quantize_row_q8_0(tmp, (block_q8_0 *)row, cols); break;
+        case GGML_TYPE_Q4_0: quant_quantize_row_q4_0(tmp, (block_q4_0 *)row, cols); break;
+        default: /* K-quants: random bytes (every bit pattern of quants/scales is valid)
+                  * with positive super-block scales of a sane size */
+            for (size_t i = 0; i < w.row_bytes; i++) row[i] = (uint8_t)(frand() * 127.0f + 128.0f);
+            for (int64_t b = 0; b < cols / QK_K; b++) {
+                if (t == GGML_TYPE_Q4_K) {
+                    block_q4_K *blk = (block_q4_K *)row + b;
+                    blk->d = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
+                    blk->dmin = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
+                } else {
+                    block_q6_K *blk = (block_q6_K *)row + b;
+                    blk->d = ifd_f32_to_fp16(0.0005f * (1.5f + frand()));
+                }
+            }
+        }
+    }
+    free(tmp);
+    w.data = d;
+    return w;
+}
+
+static float *rand_vec(size_t n, float scale) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
+    return v;
+}
+
+static bool is_int8_act(ggml_type t) {
+    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0;
+}
+
+/* Allowed |fast - ref| for out[t][r] at a level (see the file comment). */
+static double tolerance(const wmat *w, int64_t r, const float *x, int level, const float *wrow_f) {
+    if (level == CPU_LEVEL_SCALAR) return 0.0;
+    double S = 0.0, q = 0.0;
+    for (int64_t k = 0; k < w->n_cols; k++) S += fabs((double)wrow_f[k] * x[k]);
+    if (is_int8_act(w->type))
+        for (int64_t b = 0; b < w->n_cols / 32; b++) {
+            double amax = 0.0, wsum = 0.0;
+            for (int k = 0; k < 32; k++) {
+                amax = fmax(amax, fabs(x[32 * b + k]));
+                wsum += fabs(wrow_f[32 * b + k]);
+            }
+            q += wsum * amax / 254.0;
+        }
+    return q * 1.001 + 1e-5 * S + 1e-30;
+}
+
+static int max_level(void) {
+    return (int)cpu_level_max();
+}
+
+/* op_matmul == op_matmul_ref within tolerance, for one type/shape at one level. */
+static void check_matmul(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int32_t T) {
+    wmat w = make_w(t, rows, K);
+    float *x = rand_vec((size_t)T * K, 2.0f);
+    float *ref = malloc((size_t)T * rows * sizeof(float)), *out = malloc((size_t)T * rows * sizeof(float));
+    float *wf = malloc((size_t)K * sizeof(float));
+    op_matmul_ref(ref, x, &w, T);
+    for (size_t i = 0; i < (size_t)T * rows; i++) out[i] = NAN;
+    op_matmul(c, out, x, &w, T);
+    int bad = 0;
+    double worst = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        quant_dequantize_row_ref(t, (const uint8_t *)w.data + (size_t)r * w.row_bytes, wf, K);
+        for (int32_t i = 0; i < T; i++) {
+            const double tol = tolerance(&w, r, x + (size_t)i * K, ops_ctx_level(c), wf);
+            const double err = fabs((double)out[(size_t)i * rows + r] - ref[(size_t)i * rows + r]);
+            if (!(err <= tol)) bad++;
+            if (tol > 0 && err / tol > worst) worst = err / tol;
+        }
+    }
+    if (getenv("VERBOSE")) printf("    %s %s T%d worst err/tol %.3f\n", tname(t), cpu_level_name((cpu_level)ops_ctx_level(c)), T, worst);
+    CHECKF(bad == 0, "%s level %s rows %lld K %lld T %d: %d elements out of tolerance",
+           tname(t), cpu_level_name((cpu_level)ops_ctx_level(c)), (long long)rows, (long long)K, T,
+           bad);
+    free((void *)w.data);
+    free(x);
+    free(ref);
+    free(out);
+    free(wf);
+}
+
+static void test_matmul_all_types(void) {
+    for (int level = 0; level <= max_level(); level++) {
+        ops_ctx *c = ops_ctx_create(2, level);
+        CHECK(c != NULL);
+        if (!c) continue;
+        CHECK(ops_ctx_reserve(c, 64, 1024, 64, 4) == IFD_OK);
+        printf("  level %s\n", cpu_level_name((cpu_level)level));
+        const int32_t Ts[] = {1, 3, 17, 64};
+        for (size_t ti = 0; ti < IFD_ARRAY_LEN(TYPES); ti++) {
+            const ggml_type t = TYPES[ti];
+            const bool kq = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
+            /* rows: 1, 37 and 70 are not multiples of any row tile (4, 3, 2) */
+            for (size_t i = 0; i < IFD_ARRAY_LEN(Ts); i++) check_matmul(c, t, 37, kq ? 512 : 256, Ts[i]);
+            check_matmul(c, t, 1, 256, 5);
+            check_matmul(c, t, 70, kq ? 768 : 1024, 6);
+            if (!kq) check_matmul(c, t, 13, 96, 7); /* 3 blocks of 32: an odd pair / K tail */
+            if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16)
+                check_matmul(c, t, 11, 100, 5); /* K not a multiple of 8 or 16 */
+        }
+        ops_ctx_destroy(c);
+    }
+}
+
+/* Row `probe` of x computed alone, at row 3 of a batch of 7 and at row 50 of a batch
+ * of 64 (other rows random) must be bit-identical. */
+static void test_matmul_batch_invariance(void) {
+    const int64_t rows = 45, K = 512;
+    for (int level = 0; level <= max_level(); level++) {
+        ops_ctx *c = ops_ctx_create(2, level);
+        CHECK(c && ops_ctx_reserve(c, 64, K, 64, 4) == IFD_OK);
+        if (!c) continue;
+        for (size_t ti = 0; ti < IFD_ARRAY_LEN(TYPES); ti++) {
+            wmat w = make_w(TYPES[ti], rows, K), w2 = make_w(TYPES[ti], 29, K);
+            float *probe = rand_vec((size_t)K, 3.0f);
+            float *x = rand_vec((size_t)64 * K, 3.0f);
+            float *alone = malloc(rows * sizeof(float)), *out = malloc((size_t)64 * rows * sizeof(float));
+            float *out2 = malloc((size_t)64 * 29 * sizeof(float));
+            op_matmul(c, alone, probe, &w, 1);
+            const int32_t Ts[] = {7, 64}, at[] = {3, 50};
+            for (int k = 0; k < 2; k++) {
+                memcpy(x + (size_t)at[k] * K, probe, (size_t)K * sizeof(float));
+                op_matmul(c, out, x, &w, Ts[k]);
+                CHECKF(memcmp(out + (size_t)at[k] * rows, alone, rows * sizeof(float)) == 0,
+                       "%s level %s: row differs inside a batch of %d", tname(TYPES[ti]),
+                       cpu_level_name((cpu_level)level), Ts[k]);
+                /* and through the fused multi-matrix path */
+                float *outs[2] = {out2, out};
+                const wmat *ws[2] = {&w2, &w};
+                memset(out, 0, (size_t)64 * rows * sizeof(float));
+                op_matmul_multi(c, 2, outs, ws, x, Ts[k]);
+                CHECKF(memcmp(out + (size_t)at[k] * rows, alone, rows * sizeof(float)) == 0,
+                       "%s level %s: multi-matmul row differs in a batch of %d",
+                       tname(TYPES[ti]), cpu_level_name((cpu_level)level), Ts[k]);
+            }
+            free((void *)w.data);
+            free((void *)w2.data);
+            free(probe);
+            free(x);
+            free(alone);
+            free(out);
+            free(out2);
+        }
+        ops_ctx_destroy(c);
+    }
+}
+
+/* rmsnorm and swiglu: SIMD reductions / exp differ from libm in the last bits.
+ * rmsnorm: relative 1e-5 (sum of squares reordered, then one sqrt).
+ * swiglu: the polynomial exp is within ~2 ulp: relative 1e-5 of |out| + 1e-7. */
+static void test_elementwise(void) {
+    for (int level = 0; level <= max_level(); level++) {
+        ops_ctx *c = ops_ctx_create(2, level);
+        CHECK(c != NULL);
+        if (!c) continue;
+        const int32_t ns[] = {1, 7, 64, 100, 2048};
+        for (size_t i = 0; i < IFD_ARRAY_LEN(ns); i++) {
+            const int32_t n = ns[i], R = 5;
+            float *x = rand_vec((size_t)R * n, 4.0f), *w = rand_vec((size_t)n, 1.0f);
+            float *a = malloc((size_t)R * n * 4), *b = malloc((size_t)R * n * 4);
+            op_rmsnorm_rows(c, a, x, w, R, n, 1e-5f);
+            int bad = 0;
+            for (int r = 0; r < R; r++) {
+                op_rmsnorm_ref(b + (size_t)r * n, x + (size_t)r * n, w, n, 1e-5f);
+                for (int32_t k = 0; k < n; k++) {
+                    const float e = b[(size_t)r * n + k];
+                    if (!(fabsf(a[(size_t)r * n + k] - e) <= 1e-5f * fabsf(e) + 1e-7f)) bad++;
+                }
+            }
+            CHECKF(bad == 0, "rmsnorm n=%d level %d: %d bad", n, level, bad);
+            /* swiglu over R*n elements, gates in [-20, 20] to exercise exp's range */
+            float *g = rand_vec((size_t)R * n, 20.0f), *u = rand_vec((size_t)R * n, 2.0f);
+            op_swiglu(c, a, g, u, (int64_t)R * n);
+            op_swiglu_ref(b, g, u, R * n);
+            bad = 0;
+            for (int32_t k = 0; k < R * n; k++)
+                if (!(fabsf(a[k] - b[k]) <= 1e-5f * fabsf(b[k]) + 1e-7f)) bad++;
+            CHECKF(bad == 0, "swiglu n=%d level %d: %d bad", R * n, level, bad);
+            free(x);
+            free(w);
+            free(a);
+            free(b);
+            free(g);
+            free(u);
+        }
+        ops_ctx_destroy(c);
+    }
+}
+
+/* RoPE through the table == op_rope_ref exactly (same angles, same arithmetic). */
+static void test_rope(void) {
+    const float div[32] = {1, 1, 2, 2, 4, 4, 8, 8, 1, 1, 2, 2, 4, 4, 8, 8,
+                           1, 1, 2, 2, 4, 4, 8, 8, 1, 1, 2, 2, 4, 4, 8, 8};
+    for (int layout = 0; layout < 2; layout++)
+        for (int variant = 0; variant < 3; variant++) {
+            rope_params rp = {.head_dim = 64, .n_rot = variant == 2 ? 32 : 64,
+                              .layout = (rope_layout)layout, .base = 10000.0f,
+                              .freq_scale = variant == 1 ? 0.25f : 1.0f,
+                              .freq_div = variant == 1 ? div : NULL};
+            const int32_t pos[3] = {0, 17, 1000};
+            float cs[3 * 64];
+            op_rope_table(cs, pos, 3, &rp);
+            for (int i = 0; i < 3; i++) {
+                float *a = rand_vec(4 * 64, 1.0f), b[4 * 64];
+                memcpy(b, a, sizeof b);
+                op_rope_apply(a, 4, cs + (size_t)i * rp.n_rot, &rp);
+                op_rope_ref(b, 4, pos[i], &rp);
+                CHECKF(memcmp(a, b, sizeof b) == 0, "rope layout %d variant %d pos %d", layout,
+                       variant, pos[i]);
+                free(a);
+            }
+        }
+}
+
+/* Attention: two sequences with scrambled block tables, GQA (8 heads over 2 KV heads),
+ * several query tokens each, against op_attention_ref per sequence. Tolerance:
+ * relative 2e-5 of max|v| (the SIMD exp and reordered sums). Then batch invariance:
+ * sequence 0 alone gives the same bits as inside the two-sequence batch. */
+static void test_attention(void) {
+    enum { NKV = 2, NH = 8, BS = 4, NB = 40 };
+    const int32_t hds[] = {64, 128, 40};
+    for (int level = 0; level <= max_level(); level++) {
+        ops_ctx *c = ops_ctx_create(2, level);
+        CHECK(c && ops_ctx_reserve(c, 64, 256, NB * BS, NH / NKV) == IFD_OK);
+        if (!c) continue;
+        for (size_t hi = 0; hi < IFD_ARRAY_LEN(hds); hi++) {
+            const int32_t HD = hds[hi];
+            const size_t kvn = (size_t)NB * BS * NKV * HD;
+            float *kc = rand_vec(kvn, 1.0f), *vc = rand_vec(kvn, 1.0f);
+            /* seq 0: 20 blocks (keys up to 77), 3 queries at 75..77; seq 1: 17 queries
+             * at 0..16 (a prefill chunk from the start) */
+            int32_t bt[2][20];
+            for (int i = 0; i < 20; i++) {
+                bt[0][i] = (i * 7 + 3) % NB;
+                bt[1][i] = NB - 1 - i;
+            }
+            const int32_t n0 = 3, n1 = 17, nq = n0 + n1;
+            int32_t pos[20], ss[3] = {0, n0, nq};
+            for (int i = 0; i < n0; i++) pos[i] = 75 + i;
+            for (int i = 0; i < n1; i++) pos[n0 + i] = i;
+            float *q = rand_vec((size_t)nq * NH * HD, 1.0f);
+            float *o = malloc((size_t)nq * NH * HD * 4), *r = malloc((size_t)nq * NH * HD * 4);
+            float scratch[NB * BS];
+            kv_view kv = {kc, vc, NKV, HD, BS};
+            op_attention(c, o, q, 2, ss, pos, NH, &kv, &bt[0][0], 20);
+            op_attention_ref(r, q, n0, pos, NH, &kv, bt[0], scratch);
+            op_attention_ref(r + (size_t)n0 * NH * HD, q + (size_t)n0 * NH * HD, n1, pos + n0, NH,
+                             &kv, bt[1], scratch);
+            int bad = 0;
+            for (size_t i = 0; i < (size_t)nq * NH * HD; i++)
+                if (!(fabsf(o[i] - r[i]) <= 2e-5f)) bad++;
+            CHECKF(bad == 0, "attention hd %d level %s: %d bad", HD,
+                   cpu_level_name((cpu_level)level), bad);
+            float *alone = malloc((size_t)n0 * NH * HD * 4);
+            int32_t ss1[2] = {0, n0};
+            op_attention(c, alone, q, 1, ss1, pos, NH, &kv, &bt[0][0], 20);
+            CHECK(memcmp(alone, o, (size_t)n0 * NH * HD * 4) == 0);
+            free(alone);
+            free(kc);
+            free(vc);
+            free(q);
+            free(o);
+            free(r);
+        }
+        ops_ctx_destroy(c);
+    }
+}
+
+/* ---- whole backend on the shakespeare models ------------------------------------------ */
+
+typedef struct be_run {
+    backend *b;
+    int32_t block_table[2][16];
+} be_run;
+
+static backend *make_backend(const model *m, int reference) {
+    backend_config cfg = {.n_threads = 2, .block_size = 16, .n_blocks = 32, .max_batch_tokens = 64,
+                          .max_batch_seqs = 4, .max_logits = 64, .max_seq_len = 256,
+                          .reference = reference};
+    backend *b = NULL;
+    char err[256];
+    if (backend_cpu_create(&b, m, &cfg, err, sizeof err)) fprintf(stderr, "  %s\n", err);
+    return b;
+}
+
+/* Prefill `n` tokens of seq s (blocks s*16..), positions from p0, logits of every row. */
+static void feed(backend *b, int32_t n_seqs, const int32_t *ns, const int32_t *p0,
+                 const int32_t *toks, float *logits) {
+    int32_t ids[64], pos[64], slot[64], lidx[64], ss[5] = {0}, ctx[4], bt[4 * 16];
+    int32_t T = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        for (int i = 0; i < ns[s]; i++, T++) {
+            ids[T] = toks[(s * 37 + p0[s] + i) % 64];
+            pos[T] = p0[s] + i;
+            slot[T] = s * 16 * 16 + pos[T]; /* sequence s owns blocks 16s .. 16s+15 */
+            lidx[T] = T;
+        }
+        ss[s + 1] = T;
+        ctx[s] = p0[s] + ns[s];
+        for (int k = 0; k < 16; k++) bt[s * 16 + k] = s * 16 + k;
+    }
+    ifd_batch batch = {.n_tokens = T, .token_ids = ids, .positions = pos, .slot_mapping = slot,
+                       .n_seqs = n_seqs, .seq_start = ss, .context_len = ctx, .block_table = bt,
+                       .max_blocks_per_seq = 16, .n_logits = T, .logits_index = lidx};
+    CHECK(backend_forward(b, &batch, logits) == IFD_OK);
+}
+
+/* For each shakespeare model (F32, Q8_0, Q4_0, Q4_K_M): (1) the fast backend's logits
+ * for a 40-token prefill + 1 decode match the reference backend (tolerance: 2e-2 of the
+ * logits' max magnitude with int8 activations, 1e-3 otherwise — errors compound over 4
+ * layers); (2) batch invariance: sequence 0's logits computed alone (prefill 40 then
+ * decode 1) are bit-identical to those computed with a second sequence in the same
+ * batches (and chunked differently for sequence 1). */
+static void test_backend_models(void) {
+    const char *files[] = {"shakespeare-target.gguf", "shakespeare-target-Q8_0.gguf",
+                           "shakespeare-target-Q4_0.gguf", "shakespeare-target-Q4_K_M.gguf"};
+    int32_t toks[64];
+    for (int i = 0; i < 64; i++) toks[i] = 3 + (i * 131) % 900;
+    for (size_t f = 0; f < IFD_ARRAY_LEN(files); f++) {
+        char path[1024], err[256];
+        snprintf(path, sizeof path, "%s/models/%s", INFERD_SHARED_DIR, files[f]);
+        model *m = NULL;
+        if (model_load(&m, path, err, sizeof err)) {
+            CHECKF(0, "cannot load %s: %s", path, err);
+            continue;
+        }
+        const int32_t V = (int32_t)m->hp.n_vocab;
+        backend *ref = make_backend(m, 1), *fast = make_backend(m, 0), *fast2 = make_backend(m, 0);
+        CHECK(ref && fast && fast2);
+        float *lr = malloc((size_t)64 * V * 4), *lf = malloc((size_t)64 * V * 4);
+        float *la = malloc((size_t)64 * V * 4), *lb = malloc((size_t)64 * V * 4);
+        /* (1) fast vs reference */
+        int32_t n40 = 40, p0 = 0, n1 = 1, p40 = 40;
+        feed(ref, 1, &n40, &p0, toks, lr);
+        feed(fast, 1, &n40, &p0, toks, lf);
+        float mx = 0.0f, err_max = 0.0f;
+        for (size_t i = 0; i < (size_t)40 * V; i++) {
+            mx = fmaxf(mx, fabsf(lr[i]));
+            err_max = fmaxf(err_max, fabsf(lr[i] - lf[i]));
+        }
+        const bool i8 = f == 1 || f == 2;
+        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx, "%s: fast vs reference prefill max err %g (max %g)",
+               files[f], err_max, mx);
+        feed(ref, 1, &n1, &p40, toks, lr);
+        feed(fast, 1, &n1, &p40, toks, la); /* la: seq 0's decode logits, alone */
+        err_max = 0.0f;
+        for (int32_t i = 0; i < V; i++) err_max = fmaxf(err_max, fabsf(lr[i] - la[i]));
+        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx, "%s: decode max err %g", files[f], err_max);
+        /* (2) batch invariance: seq 0 (40 + 1 tokens) alongside seq 1 (7 then 23 tokens
+         * at positions 30.., so the batches are 47 and 24 rows) */
+        int32_t ns_a[2] = {40, 7}, p_a[2] = {0, 30}, ns_b[2] = {1, 23}, p_b[2] = {40, 37};
+        feed(fast2, 2, ns_a, p_a, toks, lb);
+        CHECKF(memcmp(lb, lf, (size_t)40 * V * 4) == 0, "%s: prefill logits depend on the batch",
+               files[f]);
+        feed(fast2, 2, ns_b, p_b, toks, lb);
+        CHECKF(memcmp(lb, la, (size_t)V * 4) == 0, "%s: decode logits depend on the batch", files[f]);
+        free(lr);
+        free(lf);
+        free(la);
+        free(lb);
+        backend_destroy(ref);
+        backend_destroy(fast);
+        backend_destroy(fast2);
+        model_destroy(m);
+    }
+}
+
+static void test_features(void) {
+    const cpu_features *f = cpu_features_get();
+    printf("  avx2 %d fma %d f16c %d avx512f %d bw %d vl %d vnni %d bf16 %d avxvnni %d -> %s (default %s)\n",
+           f->avx2, f->fma, f->f16c, f->avx512f, f->avx512bw, f->avx512vl, f->avx512vnni,
+           f->avx512bf16, f->avxvnni, cpu_level_name(cpu_level_max()),
+           cpu_level_name(cpu_level_default()));
+    cpu_level l;
+    CHECK(cpu_level_parse("avx2", &l) && l == CPU_LEVEL_AVX2);
+    CHECK(!cpu_level_parse("sse9", &l));
+    CHECK(cpu_level_default() <= cpu_level_max());
+    CHECK(ops_ctx_create(1, CPU_LEVEL_COUNT_) == NULL);
+    if (f->avx512f) CHECK(f->avx2); /* sanity of the OS-state gating */
+}
+
+TEST_MAIN(T(test_features), T(test_matmul_all_types), T(test_matmul_batch_invariance),
+          T(test_elementwise), T(test_rope), T(test_attention), T(test_backend_models))
