@@ -93,7 +93,11 @@ struct jv_list {
     jv *v;
     size_t n, cap;
     bool tuple;
+    /* what Python would have here instead of a list: jinja's filters return lazy
+     * iterators, which are always true, have no len() and cannot be indexed */
+    uint8_t lazy; /* JL_LIST, JL_GENERATOR, JL_REVERSED */
 };
+enum { JL_LIST = 0, JL_GENERATOR = 1, JL_REVERSED = 2 };
 
 /* Insertion-ordered; keys compare with Python == (so 1, 1.0 and True are one key). */
 struct jv_dict {

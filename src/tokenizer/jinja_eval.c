@@ -76,7 +76,7 @@ bool je_truthy(jr *r, jv v) {
     case JV_INT: return v.i != 0;
     case JV_FLOAT: return v.f != 0.0;
     case JV_STR: return v.n != 0;
-    case JV_LIST: return v.l->n != 0;
+    case JV_LIST: return v.l->lazy || v.l->n != 0;
     case JV_DICT: return v.d->n != 0;
     default: return true;
     }
@@ -185,6 +185,8 @@ jv je_getattr(jr *r, jv obj, const char *name) {
     return je_make_undef(r, name, obj, false);
 }
 
+static bool v_is_lazy(jv v) { return v.t == JV_LIST && v.l->lazy; }
+
 static bool as_index(jv key, int64_t *i) {
     if (key.t == JV_INT) {
         *i = key.i;
@@ -206,6 +208,7 @@ jv je_getitem(jr *r, jv obj, jv key) {
         if (jv_dict_get(r, obj.d, key, &out)) return out;
         break;
     case JV_LIST:
+        if (v_is_lazy(obj)) break;
         if (as_index(key, &idx)) {
             int64_t n = (int64_t)obj.l->n;
             if (idx < 0) idx += n;
@@ -435,6 +438,8 @@ bool je_contains(jr *r, jv c, jv item) {
         return false;
     case JV_DICT: {
         jv out;
+        if ((item.t == JV_LIST && !item.l->tuple) || item.t == JV_DICT || item.t == JV_NS)
+            jr_type_error(r, "unhashable type: '%s'", jv_type_name(item));
         return jv_dict_get(r, c.d, item, &out);
     }
     case JV_UNDEF:
@@ -455,7 +460,7 @@ jv je_call(jr *r, jv callee, const jv *args, size_t nargs, const char *const *kw
     if (callee.t == JV_UNDEF) je_undefined_fail(r, callee);
     if (callee.t == JV_LOOP) {
         if (!(callee.lp->node->flags & JN_RECURSIVE))
-            jr_type_error(r, "Tried to call non recursive loop.  Maybe you forgot the 'recursive' modifier.");
+            jr_type_error(r, "The loop must have the 'recursive' marker to be called recursively.");
         if (nargs != 1 || nkw) jr_type_error(r, "loop() takes exactly one argument");
         return jx_loop_call(r, callee.lp, args[0]);
     }
@@ -639,10 +644,11 @@ jv je_eval(jr *r, jframe *f, const jn_node *n) {
                 const jn_node *e = i == 0 ? s->a : i == 1 ? s->b : s->c;
                 parts[i] = e ? je_eval(r, f, e) : jv_none();
             }
+            /* jinja2 compiles slices to a plain Python subscript (no Undefined fallback) */
             need_defined(r, obj);
             if (obj.t == JV_STR) {
                 res = ju_slice(r, obj, &parts[0], &parts[1], &parts[2]);
-            } else if (obj.t == JV_LIST) {
+            } else if (obj.t == JV_LIST && !obj.l->lazy) {
                 int64_t a, b, st;
                 ju_slice_indices(r, (int64_t)obj.l->n, &parts[0], &parts[1], &parts[2], &a, &b, &st);
                 int64_t cnt = ju_slice_count(a, b, st);
@@ -650,8 +656,10 @@ jv je_eval(jr *r, jframe *f, const jn_node *n) {
                 for (int64_t k = 0, i = a; k < cnt; k++, i += st) l->v[l->n++] = obj.l->v[i];
                 l->tuple = obj.l->tuple;
                 res = jv_list_val(l);
+            } else if (obj.t == JV_DICT) {
+                jr_type_error(r, "unhashable type: 'slice'");
             } else {
-                res = jv_undef_plain();
+                jr_type_error(r, "'%s' object is not subscriptable", jv_type_name(obj));
             }
         } else {
             res = je_getitem(r, obj, je_eval(r, f, n->b));

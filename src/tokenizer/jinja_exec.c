@@ -48,7 +48,7 @@ void jr_step(jr *r) {
 
 void jr_enter(jr *r) {
     if (++r->depth > JR_MAX_DEPTH)
-        jr_fail(r, IFD_ERR_LIMIT, "template recursion too deep (maximum depth %d)", JR_MAX_DEPTH);
+        jr_fail(r, IFD_ERR_LIMIT, "maximum recursion depth exceeded (template nesting over %d)", JR_MAX_DEPTH);
 }
 
 void jr_emit_value(jr *r, jv v) {

@@ -102,6 +102,11 @@ static void sort_by_keys(jr *r, jv *keys, jv *vals, size_t n, bool reverse) {
 }
 
 
+static jv lazy(jv v, int kind) {
+    v.l->lazy = (uint8_t)kind;
+    return v;
+}
+
 static jv copy_list(jr *r, jv_list *src, size_t n) {
     jv_list *l = jv_list_new(r, n);
     if (n) memcpy(l->v, src->v, n * sizeof(jv));
@@ -112,7 +117,9 @@ static jv copy_list(jr *r, jv_list *src, size_t n) {
 static size_t py_len(jr *r, jv v) {
     switch (v.t) {
     case JV_STR: return ju_len(v.s, v.n);
-    case JV_LIST: return v.l->n;
+    case JV_LIST:
+        if (v.l->lazy) jr_type_error(r, "object of type '%s' has no len()", jv_type_name(v));
+        return v.l->n;
     case JV_DICT: return v.d->n;
     case JV_UNDEF:
         if (v.u && v.u->security) je_undefined_fail(r, v);
@@ -159,7 +166,7 @@ static jv f_batch(jr *r, jv v, const jargs *a) {
     }
     if (cur && GIVEN(p[1]) && p[1].t != JV_NONE)
         while ((int64_t)cur->n < per) jv_list_push(r, cur, p[1]);
-    return jv_list_val(out);
+    return lazy(jv_list_val(out), JL_GENERATOR);
 }
 
 static jv f_capitalize(jr *r, jv v, const jargs *a) { no_args(r, "capitalize", a); return ju_case(r, need_str(r, v), 2); }
@@ -197,6 +204,7 @@ static jv f_default(jr *r, jv v, const jargs *a) {
 
 static jv f_dictsort(jr *r, jv v, const jargs *a) {
     BIND("dictsort", "case_sensitive", "by", "reverse");
+    if (v.t == JV_UNDEF) je_undefined_fail(r, v);
     if (v.t != JV_DICT) jr_type_error(r, "'%s' object has no attribute 'items'", jv_type_name(v));
     int pos = 0;
     if (GIVEN(p[1])) {
@@ -258,7 +266,13 @@ static jv f_first(jr *r, jv v, const jargs *a) {
 
 static jv f_last(jr *r, jv v, const jargs *a) {
     no_args(r, "last", a);
-    if (v.t == JV_UNDEF) jr_type_error(r, "'Undefined' object is not reversible");
+    if (v.t == JV_UNDEF) {
+        jv u = je_make_undef(r, NULL, jv_missing(), false);
+        u.u->hint = "No last item, sequence was empty.";
+        return u;
+    }
+    if ((v.t != JV_STR && v.t != JV_LIST && v.t != JV_DICT) || (v.t == JV_LIST && v.l->lazy))
+        jr_type_error(r, "'%s' object is not reversible", jv_type_name(v));
     jv_list *l = je_iterate(r, v);
     if (l->n) return l->v[l->n - 1];
     jv u = je_make_undef(r, NULL, jv_missing(), false);
@@ -286,9 +300,23 @@ static bool parse_number(jv s, bool want_int, int base, int64_t *iv, double *fv)
         const char *q = tmp;
         if (*q == '+' || *q == '-') q++;
         if (base == 10 && q[0] == '0' && q[1] && q[1] != '0') return false;
+        if (*q == '+' || *q == '-') return false;
         for (const char *c = q; *c; c++)
             if (!((*c >= '0' && *c <= '9') || ((*c | 0x20) >= 'a' && (*c | 0x20) <= 'z'))) return false;
-        long long x = strtoll(tmp, &end, base == 10 ? 10 : base);
+        /* an optional 0b/0o/0x prefix matching the base (base 0: any, as Python) */
+        char *digits = (char *)q;
+        if (q[0] == '0' && q[1]) {
+            char pc = (char)(q[1] | 0x20);
+            int pb = pc == 'b' ? 2 : pc == 'o' ? 8 : pc == 'x' ? 16 : 0;
+            if (pb && (base == 0 || base == pb)) {
+                base = pb;
+                digits = (char *)q + 2;
+            }
+        }
+        if (base == 0) base = 10;
+        if (!*digits) return false;
+        long long x = strtoll(digits, &end, base);
+        if (tmp[0] == '-') x = -x;
         if (*end) return false;
         *iv = x;
         return true;
@@ -314,7 +342,8 @@ static jv f_int(jr *r, jv v, const jargs *a) {
         if (!isfinite(v.f)) jr_type_error(r, "cannot convert float %s to integer", isnan(v.f) ? "NaN" : "infinity");
         return fabs(v.f) < 9.2e18 ? jv_int((int64_t)v.f) : jv_float(trunc(v.f));
     case JV_STR:
-        if (base >= 2 && base <= 36 && parse_number(v, true, (int)base, &iv, &fv)) return jv_int(iv);
+        if ((base == 0 || (base >= 2 && base <= 36)) && parse_number(v, true, (int)base, &iv, &fv))
+            return jv_int(iv);
         if (parse_number(v, false, 10, &iv, &fv)) {
             if (!isfinite(fv)) jr_type_error(r, "cannot convert float %s to integer", isnan(fv) ? "NaN" : "infinity");
             return fabs(fv) < 9.2e18 ? jv_int((int64_t)fv) : jv_float(trunc(fv));
@@ -386,7 +415,8 @@ static jv f_groupby(jr *r, jv v, const jargs *a) {
 
 static jv f_indent(jr *r, jv v, const jargs *a) {
     BIND("indent", "width", "first", "blank");
-    jv s = need_str(r, v);
+    if (v.t != JV_STR) jr_type_error(r, "unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
+    jv s = v;
     jv ind;
     if (GIVEN(p[0]) && p[0].t == JV_STR) {
         ind = p[0];
@@ -424,7 +454,7 @@ static jv f_indent(jr *r, jv v, const jargs *a) {
 
 static jv f_items(jr *r, jv v, const jargs *a) {
     no_args(r, "items", a);
-    if (v.t == JV_UNDEF) return jv_list_val(jv_list_new(r, 0));
+    if (v.t == JV_UNDEF) return lazy(jv_list_val(jv_list_new(r, 0)), JL_GENERATOR);
     if (v.t != JV_DICT) jr_type_error(r, "Can only get item pairs from a mapping.");
     jv_list *l = jv_list_new(r, v.d->n);
     for (size_t i = 0; i < v.d->n; i++) {
@@ -435,7 +465,7 @@ static jv f_items(jr *r, jv v, const jargs *a) {
         t->tuple = true;
         l->v[l->n++] = jv_list_val(t);
     }
-    return jv_list_val(l);
+    return lazy(jv_list_val(l), JL_GENERATOR);
 }
 
 static jv f_join(jr *r, jv v, const jargs *a) {
@@ -461,7 +491,7 @@ static jv f_list(jr *r, jv v, const jargs *a) {
 
 static jv f_map(jr *r, jv v, const jargs *a) {
     jv_list *out = jv_list_new(r, 0);
-    if (!je_truthy(r, v)) return jv_list_val(out);
+    if (!je_truthy(r, v)) return lazy(jv_list_val(out), JL_GENERATOR);
     jv_list *items = je_iterate(r, v);
     if (a->n_pos == 0) {
         jv attribute = jv_missing(), dflt = jv_missing();
@@ -475,7 +505,7 @@ static jv f_map(jr *r, jv v, const jargs *a) {
             jr_step(r);
             jv_list_push(r, out, attr_get(r, items->v[i], attribute, dflt));
         }
-        return jv_list_val(out);
+        return lazy(jv_list_val(out), JL_GENERATOR);
     }
     jv fname = need_str(r, a->pos[0]);
     const char *name = ja_strndup(&r->arena, fname.s, fname.n);
@@ -484,7 +514,7 @@ static jv f_map(jr *r, jv v, const jargs *a) {
         jr_step(r);
         jv_list_push(r, out, jinja_filter_by_name(r, name, items->v[i], &rest));
     }
-    return jv_list_val(out);
+    return lazy(jv_list_val(out), JL_GENERATOR);
 }
 
 static jv minmax(jr *r, jv v, const jargs *a, bool want_max) {
@@ -523,7 +553,7 @@ static jv f_pprint(jr *r, jv v, const jargs *a) {
 
 static jv select_common(jr *r, jv v, const jargs *a, bool reject, bool by_attr) {
     jv_list *out = jv_list_new(r, 0);
-    if (!je_truthy(r, v)) return jv_list_val(out);
+    if (!je_truthy(r, v)) return lazy(jv_list_val(out), JL_GENERATOR);
     size_t off = 0;
     jv attribute = jv_missing();
     if (by_attr) {
@@ -545,7 +575,7 @@ static jv select_common(jr *r, jv v, const jargs *a, bool reject, bool by_attr) 
         bool ok = test ? jinja_test_by_name(r, test, x, &rest) : je_truthy(r, x);
         if (ok != reject) jv_list_push(r, out, items->v[i]);
     }
-    return jv_list_val(out);
+    return lazy(jv_list_val(out), JL_GENERATOR);
 }
 static jv f_select(jr *r, jv v, const jargs *a) { return select_common(r, v, a, false, false); }
 static jv f_reject(jr *r, jv v, const jargs *a) { return select_common(r, v, a, true, false); }
@@ -569,7 +599,8 @@ static jv f_reverse(jr *r, jv v, const jargs *a) {
     jv_list *o = jv_list_new(r, l->n);
     for (size_t i = 0; i < l->n; i++) o->v[i] = l->v[l->n - 1 - i];
     o->n = l->n;
-    return jv_list_val(o);
+    bool was_lazy = v.t == JV_LIST && v.l->lazy; /* reversed(generator) fails: jinja lists it */
+    return was_lazy ? jv_list_val(o) : lazy(jv_list_val(o), JL_REVERSED);
 }
 
 static jv f_round(jr *r, jv v, const jargs *a) {
@@ -628,7 +659,7 @@ static jv f_slice(jr *r, jv v, const jargs *a) {
         if (GIVEN(p[1]) && p[1].t != JV_NONE && s >= extra) jv_list_push(r, t, p[1]);
         jv_list_push(r, out, jv_list_val(t));
     }
-    return jv_list_val(out);
+    return lazy(jv_list_val(out), JL_GENERATOR);
 }
 
 static jv f_sort(jr *r, jv v, const jargs *a) {
@@ -779,7 +810,7 @@ static jv f_unique(jr *r, jv v, const jargs *a) {
         jv_list_push(r, seen, k);
         jv_list_push(r, out, items->v[i]);
     }
-    return jv_list_val(out);
+    return lazy(jv_list_val(out), JL_GENERATOR);
 }
 
 static jv f_wordcount(jr *r, jv v, const jargs *a) {

@@ -35,12 +35,12 @@ jv ju_percent_format(jr *r, jv fmt, jv args) {
     const jv *argv;
     size_t argc, ai = 0;
     bool mapping = false;
-    if (args.t == JV_UNDEF) je_undefined_fail(r, args);
     if (args.t == JV_LIST && args.l->tuple) {
         argv = args.l->v;
         argc = args.l->n;
     } else {
-        mapping = args.t == JV_DICT || args.t == JV_LIST;
+        /* Python skips the "not all converted" check for anything with __getitem__ */
+        mapping = args.t == JV_DICT || args.t == JV_LIST || args.t == JV_UNDEF;
         argv = &args;
         argc = 1;
     }
@@ -481,7 +481,7 @@ jv ju_str_format(jr *r, jv fmt, const jv *args, size_t nargs, const char *const 
         }
         if (numeric) {
             if ((size_t)idx >= nargs)
-                jr_type_error(r, "Replacement index %lld out of range for positional args tuple", (long long)idx);
+                jr_type_error(r, "tuple index out of range");
             val = args[idx];
         } else {
             size_t q;

@@ -132,6 +132,7 @@ void jj_dump(jr *r, jbuf *b, jv v, const jj_opts *o, int depth) {
         return;
     case JV_STR: dump_str(r, b, v.s, v.n, o->ensure_ascii); return;
     case JV_LIST:
+        if (v.l->lazy) not_serializable(r, v);
         if (!v.l->n) {
             jb_puts(r, b, "[]");
             return;

@@ -62,7 +62,7 @@ static int type_bit(jv v) {
     switch (v.t) {
     case JV_STR: return TY_STR;
     case JV_DICT: return TY_DICT;
-    case JV_LIST: return v.l->tuple ? TY_TUPLE : TY_LIST;
+    case JV_LIST: return v.l->lazy ? 0 : v.l->tuple ? TY_TUPLE : TY_LIST;
     default: return 0;
     }
 }

@@ -397,6 +397,13 @@ jv ju_replace(jr *r, jv s, jv old, jv new_, int64_t count) {
     return jb_take(r, &b);
 }
 
+/* str.title: is the character before byte i cased? */
+static bool prev_cased_before(jv s, size_t i) {
+    if (i == 0) return false;
+    size_t p = prev_cp(s.s, i), adv;
+    return ju_iscased(ju_decode(s.s + p, i - p, &adv));
+}
+
 jv ju_case(jr *r, jv s, int mode) {
     jbuf b = {0};
     size_t i = 0;
@@ -418,6 +425,18 @@ jv ju_case(jr *r, jv s, int mode) {
         }
         }
         first = false;
+        if (cp == 0xDF && m == cp && (mode == 1 || mode == 4 || ((mode == 2 || mode == 3) && ju_upper(cp) == cp &&
+                                                                 (i == 0 || mode == 3)))) {
+            /* the one common special casing: ß upper-cases to SS (title: Ss) */
+            bool title = mode == 2 || mode == 3;
+            if (mode == 3 && prev_cased_before(s, i)) {
+                jbuf_put(r, &b, s.s + i, adv);
+            } else {
+                jbuf_put(r, &b, title ? "Ss" : "SS", 2);
+            }
+            i += adv;
+            continue;
+        }
         if (m == cp) {
             jbuf_put(r, &b, s.s + i, adv);
         } else {
@@ -444,13 +463,11 @@ void ju_slice_indices(jr *r, int64_t len, const jv *start, const jv *stop, const
             v[k] = in[k]->i;
         else if (in[k]->t == JV_BOOL)
             v[k] = in[k]->b;
-        else if (in[k]->t == JV_UNDEF)
-            je_undefined_fail(r, *in[k]);
         else
             jr_type_error(r, "slice indices must be integers or None or have an __index__ method");
     }
     int64_t stp = given[2] ? v[2] : 1;
-    if (stp == 0) jr_type_error(r, "slice step cannot be zero");
+    if (stp == 0) jr_fail(r, IFD_ERR_TEMPLATE, "slice step cannot be zero");
     int64_t lo, hi;
     if (stp > 0) {
         lo = 0;

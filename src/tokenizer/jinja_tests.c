@@ -55,7 +55,7 @@ static bool t_mapping(jr *r, jv v, const jargs *a) { (void)r, (void)a; return v.
 static bool t_escaped(jr *r, jv v, const jargs *a) { (void)r, (void)a; return v.t == JV_STR && v.safe; }
 static bool t_callable(jr *r, jv v, const jargs *a) {
     (void)r, (void)a;
-    return v.t == JV_FUNC || (v.t == JV_LOOP && (v.lp->node->flags & JN_RECURSIVE));
+    return v.t == JV_FUNC || v.t == JV_UNDEF || (v.t == JV_LOOP && (v.lp->node->flags & JN_RECURSIVE));
 }
 static bool t_iterable(jr *r, jv v, const jargs *a) {
     (void)r, (void)a;
@@ -63,7 +63,7 @@ static bool t_iterable(jr *r, jv v, const jargs *a) {
 }
 static bool t_sequence(jr *r, jv v, const jargs *a) {
     (void)r, (void)a;
-    return v.t == JV_STR || v.t == JV_LIST || v.t == JV_DICT || v.t == JV_UNDEF;
+    return v.t == JV_STR || (v.t == JV_LIST && !v.l->lazy) || v.t == JV_DICT || v.t == JV_UNDEF;
 }
 
 static jv mod_value(jr *r, jv v, jv m) { return je_binop(r, OP_MOD, v, m); }

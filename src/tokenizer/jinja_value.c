@@ -231,7 +231,9 @@ const char *jv_type_name(jv v) {
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return v.safe ? "Markup" : "str";
-    case JV_LIST: return v.l->tuple ? "tuple" : "list";
+    case JV_LIST:
+        if (v.l->lazy) return v.l->lazy == JL_GENERATOR ? "generator" : "list_reverseiterator";
+        return v.l->tuple ? "tuple" : "list";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
     case JV_FUNC:
@@ -250,7 +252,9 @@ const char *jv_obj_repr(jv v) {
     case JV_INT: return "int object";
     case JV_FLOAT: return "float object";
     case JV_STR: return v.safe ? "markupsafe.Markup object" : "str object";
-    case JV_LIST: return v.l->tuple ? "tuple object" : "list object";
+    case JV_LIST:
+        if (v.l->lazy) return v.l->lazy == JL_GENERATOR ? "generator object" : "list_reverseiterator object";
+        return v.l->tuple ? "tuple object" : "list object";
     case JV_DICT: return "dict object";
     case JV_NS: return "jinja2.utils.Namespace object";
     case JV_FUNC:
@@ -280,6 +284,7 @@ bool jv_equal(jr *r, jv a, jv b) {
     case JV_STR: return a.n == b.n && (a.n == 0 || !memcmp(a.s, b.s, a.n));
     case JV_LIST:
         if (a.l == b.l) return true;
+        if (a.l->lazy || b.l->lazy) return false;
         if (a.l->tuple != b.l->tuple || a.l->n != b.l->n) return false;
         jr_enter(r);
         for (size_t i = 0; i < a.l->n; i++)
@@ -331,7 +336,7 @@ int jv_compare(jr *r, jv a, jv b, const char *op) {
         return 2; /* NaN: every ordering is false */
     }
     if (a.t == JV_STR && b.t == JV_STR) return cmp_str(a, b);
-    if (a.t == JV_LIST && b.t == JV_LIST && a.l->tuple == b.l->tuple) {
+    if (a.t == JV_LIST && b.t == JV_LIST && a.l->tuple == b.l->tuple && !a.l->lazy && !b.l->lazy) {
         size_t m = IFD_MIN(a.l->n, b.l->n);
         jr_enter(r);
         for (size_t i = 0; i < m; i++) {
@@ -532,6 +537,11 @@ static void str_common(jr *r, jbuf *b, jv v, bool repr) {
         }
         return;
     case JV_LIST:
+        if (v.l->lazy) {
+            jb_printf(r, b, "<%s object at 0x%012llx>", jv_type_name(v),
+                      (unsigned long long)(uintptr_t)v.l & 0xffffffffffffull);
+            return;
+        }
         jr_enter(r);
         jb_puts(r, b, v.l->tuple ? "(" : "[");
         for (size_t i = 0; i < v.l->n; i++) {
