@@ -1,27 +1,62 @@
 /* cmd_generate.c — `inferd generate -m FILE -p TEXT [-n N] [--temp T] [--seed S]
- * [--top-k K] [--top-p P] [--min-p P] [--ids]`: one completion on the CPU. Prints the
- * text as it is generated (UTF-8 safe), or with --ids the generated token ids on one
- * line. BOS is added when the vocabulary says so. */
+ * [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--stop S]... [--ids]
+ * [--threads N] [-v]`: one completion through the engine API (driven in this thread).
+ * Prints the text as it is generated (UTF-8 safe, stop strings held back), or with
+ * --ids the generated token ids on one line. BOS is added when the vocabulary says so. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "../engine/sampler.h"
 #include "../model/model.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/common.h"
 #include "cli.h"
 #include "cli_util.h"
+#include "inferd.h"
+
+typedef struct gen_ctx {
+    bool print_ids;
+    int32_t *ids;
+    int32_t n_ids, cap;
+    bool done;
+    inferd_finish_reason reason;
+    double t_first;
+} gen_ctx;
+
+static void on_output(const inferd_output *o, void *user) {
+    gen_ctx *g = user;
+    if (o->n_tokens && g->t_first == 0.0) g->t_first = ifd_now_s();
+    for (int32_t i = 0; i < o->n_tokens && g->n_ids < g->cap; i++) g->ids[g->n_ids++] = o->tokens[i];
+    if (!g->print_ids && o->text_bytes) {
+        fwrite(o->text, 1, o->text_bytes, stdout);
+        fflush(stdout);
+    }
+    if (o->finished) {
+        g->done = true;
+        g->reason = o->finish_reason;
+    }
+}
 
 int cli_generate(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL;
-    int64_t n_predict = 128;
-    sampler_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
-    uint64_t seed = (uint64_t)time(NULL);
+    const char *prompt = NULL;
+    inferd_engine_options eo;
+    inferd_engine_options_default(&eo);
+    eo.threaded = false;
+    eo.max_num_seqs = 1;
+    inferd_sampling sp;
+    inferd_sampling_default(&sp);
+    sp.temperature = 0.8f;
+    sp.top_k = 40;
+    sp.top_p = 0.95f;
+    sp.min_p = 0.05f;
+    sp.max_tokens = 128;
+    sp.has_seed = true;
+    sp.seed = (uint64_t)time(NULL);
+    const char *stops[INFERD_MAX_STOP];
     bool print_ids = false, verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t iv;
+        int64_t iv = 0;
         bool ok = true;
         if (!strcmp(a, "--ids")) {
             print_ids = true;
@@ -29,25 +64,43 @@ int cli_generate(int argc, char **argv) {
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             verbose = true;
             continue;
+        } else if (!strcmp(a, "--ignore-eos")) {
+            sp.ignore_eos = true;
+            continue;
+        } else if (!strcmp(a, "--reference")) {
+            eo.reference_kernels = true;
+            continue;
         } else if (!v) {
             ok = false;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            path = v;
+            eo.model_path = v;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             prompt = v;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            ok = cli_parse_i64(v, 0, 1 << 24, &n_predict);
+            ok = cli_parse_i64(v, 0, 1 << 24, &iv);
+            sp.max_tokens = (int32_t)iv;
         } else if (!strcmp(a, "--temp")) {
             ok = cli_parse_f32(v, 0.0f, 100.0f, &sp.temperature);
         } else if (!strcmp(a, "--top-k")) {
             ok = cli_parse_i64(v, 0, INT32_MAX, &iv);
             sp.top_k = (int32_t)iv;
         } else if (!strcmp(a, "--top-p")) {
-            ok = cli_parse_f32(v, 0.0f, 1.0f, &sp.top_p);
+            ok = cli_parse_f32(v, 0.0f, 1.0f, &sp.top_p) && sp.top_p > 0.0f;
         } else if (!strcmp(a, "--min-p")) {
             ok = cli_parse_f32(v, 0.0f, 1.0f, &sp.min_p);
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            ok = cli_parse_f32(v, 0.01f, 100.0f, &sp.repetition_penalty);
+        } else if (!strcmp(a, "--stop")) {
+            ok = sp.n_stop < INFERD_MAX_STOP && v[0];
+            if (ok) stops[sp.n_stop++] = v;
         } else if (!strcmp(a, "--seed")) {
-            ok = cli_parse_u64(v, &seed);
+            ok = cli_parse_u64(v, &sp.seed);
+        } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
+            ok = cli_parse_i64(v, 0, 1024, &iv);
+            eo.n_threads = (int)iv;
+        } else if (!strcmp(a, "--max-num-batched-tokens") || !strcmp(a, "-b")) {
+            ok = cli_parse_i64(v, 1, 1 << 20, &iv);
+            eo.max_num_batched_tokens = (int32_t)iv;
         } else {
             fprintf(stderr, "inferd generate: unknown option '%s'\n", a);
             return 2;
@@ -58,22 +111,24 @@ int cli_generate(int argc, char **argv) {
         }
         i++;
     }
-    if (!path || !prompt) {
+    if (!eo.model_path || !prompt) {
         fprintf(stderr, "inferd generate: usage: -m FILE -p TEXT [-n N] [--temp T] [--seed S] [--ids]\n");
         return 2;
     }
+    sp.stop = stops;
     char err[512];
-    model *m = NULL;
-    seq_runner r = {0};
-    sampler_scratch scr = {0};
-    int32_t *ids = NULL, *out_ids = NULL;
-    float *logits = NULL;
+    inferd_engine *e = NULL;
+    int32_t *ids = NULL;
     size_t n_ids = 0;
+    gen_ctx g = {.print_ids = print_ids};
     int ret = 1;
-    if (model_load(&m, path, err, sizeof err)) {
+    /* One sequence: the pool is capped at what max_num_seqs can use anyway. */
+    eo.kv_cache_fraction = 0.05;
+    if (inferd_engine_create(&e, &eo, err, sizeof err)) {
         fprintf(stderr, "inferd generate: %s\n", err);
-        goto done;
+        return 1;
     }
+    const model *m = inferd_model(e);
     if (tok_encode(m->tok, prompt, strlen(prompt), TOK_ENC_ADD_BOS, &ids, &n_ids)) {
         fprintf(stderr, "inferd generate: cannot tokenize the prompt\n");
         goto done;
@@ -82,72 +137,50 @@ int cli_generate(int argc, char **argv) {
         fprintf(stderr, "inferd generate: empty prompt (and the vocabulary adds no BOS)\n");
         goto done;
     }
-    const int64_t n_ctx = m->hp.n_ctx_train;
+    const int32_t n_ctx = inferd_max_model_len(e);
     if ((int64_t)n_ids >= n_ctx) {
-        fprintf(stderr, "inferd generate: prompt has %zu tokens, context length is %lld\n", n_ids,
-                (long long)n_ctx);
+        fprintf(stderr, "inferd generate: the prompt has %zu tokens; the context length is %d\n",
+                n_ids, n_ctx);
         goto done;
     }
-    if ((int64_t)n_ids + n_predict > n_ctx) n_predict = n_ctx - (int64_t)n_ids;
-    const int32_t vocab = (int32_t)m->hp.n_vocab;
-    if (seq_runner_init(&r, m, (int32_t)(n_ids + n_predict), err, sizeof err) ||
-        sampler_scratch_init(&scr, vocab)) {
+    if (sp.max_tokens == 0) {
+        printf("\n");
+        ret = 0;
+        goto done;
+    }
+    g.cap = sp.max_tokens;
+    g.ids = malloc((size_t)g.cap * sizeof(int32_t));
+    if (!g.ids) goto done;
+    inferd_request q = {.prompt = ids, .n_prompt = (int32_t)n_ids, .sampling = sp, .cb = on_output,
+                        .user = &g};
+    const double t0 = ifd_now_s();
+    if (inferd_submit(e, &q, NULL, err, sizeof err)) {
         fprintf(stderr, "inferd generate: %s\n", err);
         goto done;
     }
-    logits = malloc((size_t)vocab * sizeof(float));
-    out_ids = malloc((size_t)(n_predict + 1) * sizeof(int32_t));
-    if (!logits || !out_ids) {
-        fprintf(stderr, "inferd generate: out of memory\n");
-        goto done;
+    while (inferd_engine_step(e) > 0) {
     }
-    ifd_rng rng;
-    rng_seed(&rng, seed);
-    tok_detok dt;
-    tok_detok_init(&dt, m->tok, false);
-    char piece[512];
-    double t0 = ifd_now_s(), t_first = 0;
-    if (seq_runner_feed(&r, ids, (int32_t)n_ids, false, logits)) {
-        fprintf(stderr, "inferd generate: forward failed\n");
+    if (g.reason == INFERD_FINISH_ERROR) {
+        fprintf(stderr, "inferd generate: generation failed\n");
         goto done;
-    }
-    int64_t n_gen = 0;
-    while (n_gen < n_predict) {
-        int32_t id = sampler_sample(&sp, logits, vocab, &rng, &scr);
-        if (n_gen == 0) t_first = ifd_now_s();
-        if (tok_is_eog(m->tok, id)) break;
-        out_ids[n_gen++] = id;
-        if (!print_ids) {
-            size_t k = tok_detok_push(&dt, id, piece, sizeof piece);
-            fwrite(piece, 1, k, stdout);
-            fflush(stdout);
-        }
-        if (n_gen == n_predict) break;
-        if (seq_runner_feed(&r, &id, 1, false, logits)) {
-            fprintf(stderr, "inferd generate: forward failed\n");
-            goto done;
-        }
     }
     if (print_ids) {
-        for (int64_t i = 0; i < n_gen; i++) printf(i ? " %d" : "%d", out_ids[i]);
-    } else {
-        size_t k = tok_detok_flush(&dt, piece, sizeof piece);
-        fwrite(piece, 1, k, stdout);
+        /* an end-of-generation token ends the output without being part of it */
+        int32_t n = g.n_ids;
+        if (n > 0 && g.reason == INFERD_FINISH_STOP && tok_is_eog(m->tok, g.ids[n - 1]) && !sp.ignore_eos) n--;
+        for (int32_t i = 0; i < n; i++) printf(i ? " %d" : "%d", g.ids[i]);
     }
     printf("\n");
     if (verbose) {
-        double t1 = ifd_now_s();
-        fprintf(stderr, "prompt %zu tokens in %.3f s, generated %lld tokens in %.3f s (%.2f tok/s)\n",
-                n_ids, t_first - t0, (long long)n_gen, t1 - t_first,
-                n_gen > 1 ? (double)(n_gen - 1) / (t1 - t_first) : 0.0);
+        const double t1 = ifd_now_s();
+        fprintf(stderr, "prompt %zu tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.2f tok/s)\n",
+                n_ids, g.t_first - t0, (double)n_ids / (g.t_first - t0), g.n_ids, t1 - g.t_first,
+                g.n_ids > 1 ? (double)(g.n_ids - 1) / (t1 - g.t_first) : 0.0);
     }
     ret = 0;
 done:
-    free(logits);
-    free(out_ids);
+    free(g.ids);
     free(ids);
-    sampler_scratch_deinit(&scr);
-    seq_runner_deinit(&r);
-    model_destroy(m);
+    inferd_engine_destroy(e);
     return ret;
 }
