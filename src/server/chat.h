@@ -1,0 +1,63 @@
+/* chat.h — chat requests: messages -> template context -> prompt text (through the
+ * Jinja-subset interpreter of src/tokenizer/chat_template.h, with a ChatML fallback for
+ * models that carry no template), and tool calls parsed back out of generated text
+ * (Hermes/Qwen <tool_call>{json}</tool_call>, Llama 3 bare JSON, Mistral [TOOL_CALLS]).
+ *
+ * A chat_ctx is built once at startup and read-only afterwards: renders run on any
+ * number of HTTP threads at once. */
+#ifndef INFERD_SERVER_CHAT_H
+#define INFERD_SERVER_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "openai.h"
+
+struct model;
+typedef struct chat_ctx chat_ctx;
+
+typedef struct chat_limits {
+    double max_seconds;
+    size_t max_output_bytes;
+} chat_limits;
+
+/* template_src: the operator's template text, or NULL for the model's (ChatML when the
+ * model has none). */
+int chat_create(chat_ctx **out, const struct model *m, const char *template_src,
+                const chat_limits *lim, char *err, size_t err_bytes);
+void chat_destroy(chat_ctx *c);
+const char *chat_template_origin(const chat_ctx *c); /* "file", "model", "chatml" */
+
+/* Render r's messages (and tools) into *text (malloc'ed). 400 with the template's
+ * message when the template raises; 500 for internal faults. */
+int chat_render(const chat_ctx *c, const oai_request *r, char **text, size_t *text_bytes,
+                api_error *e);
+
+/* Token ids that end an assistant turn in this model's chat format (e.g. <|im_end|>,
+ * <|eot_id|>): added to the request's stop_token_ids. Returns the count (<= cap). */
+int chat_stop_token_ids(const chat_ctx *c, int32_t *ids, int cap);
+
+/* ---- tool calls ----------------------------------------------------------------- */
+
+typedef struct tool_call {
+    char id[40];     /* "call_" + 24 random characters */
+    char *name;      /* malloc'ed */
+    char *arguments; /* malloc'ed JSON text */
+} tool_call;
+
+typedef struct tool_calls {
+    tool_call *v;
+    int n;
+    size_t content_end; /* text[0..content_end) is content; the calls follow */
+} tool_calls;
+
+/* Parse the calls out of a finished generation. Returns the number found (0: the text
+ * is plain content, out->content_end = n). */
+int chat_parse_tool_calls(const char *text, size_t n, tool_calls *out);
+void tool_calls_free(tool_calls *t);
+
+/* Streaming with tools: how many bytes of the text so far may go out as content now —
+ * the text before anything that is, or may still become, a tool call. */
+size_t chat_tool_stream_safe(const char *text, size_t n);
+
+#endif

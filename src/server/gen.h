@@ -1,0 +1,101 @@
+/* gen.h — one generation request on its way through the engine: the prompts
+ * (chat-rendered or tokenized), admission, submission to the engine (one engine
+ * request per prompt, n choices each), the engine callback that accumulates each
+ * choice's text / tokens / logprobs, aborts, and the watcher thread that notices
+ * disconnected clients, sends keep-alives and enforces the queue deadline.
+ *
+ * Threads and lifetime: a gen_req is shared by the HTTP side (the connection that
+ * owns it) and the engine (until the last choice's final event); it is reference
+ * counted and freed by whichever lets go last. Everything mutable is under g->mu; the
+ * engine callback holds it only to append bytes and flip flags (never blocks). */
+#ifndef INFERD_SERVER_GEN_H
+#define INFERD_SERVER_GEN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "buf.h"
+#include "metrics.h"
+#include "openai.h"
+#include "server.h"
+
+struct MHD_Connection;
+
+typedef struct gen_choice {
+    sbuf text;                 /* everything generated so far */
+    int32_t *tokens;           /* [n_tokens] */
+    inferd_token_logprob *lp;  /* [n_tokens][1 + n_top] when logprobs were asked for */
+    int32_t n_tokens, cap_tokens, n_top;
+    int32_t completion_tokens;
+    bool finished;
+    inferd_finish_reason finish;
+    double t_last; /* time of the last token (inter-token latency) */
+    /* streaming cursor (HTTP thread, under g->mu) */
+    bool sent_role, sent_final;
+    size_t sent_text;
+    int32_t sent_tokens;
+} gen_choice;
+
+typedef struct gen_sub { /* one engine request: one prompt, n choices */
+    struct gen_req *g;
+    int32_t idx;
+    uint64_t id;
+    bool submitted, started;
+    int32_t n_finished;
+    int32_t cached_tokens;
+    double queue_s, ttft_s;
+} gen_sub;
+
+typedef struct gen_req {
+    pthread_mutex_t mu;
+    _Atomic int refs;
+    server *srv;
+    oai_request req; /* owned */
+    gen_sub *subs;   /* one per prompt */
+    int32_t n_subs;
+    gen_choice *choices; /* prompt i, choice c -> [i * n + c] */
+    int32_t n_choices, n_finished;
+    bool all_done;
+    char id[48];     /* "chatcmpl-..." / "cmpl-..." */
+    int64_t created; /* unix seconds */
+    const char *model_name;
+    double t_arrival, t_submit, t_first_token, t_last_write;
+    int32_t prompt_tokens; /* sum over prompts */
+    /* HTTP side */
+    struct MHD_Connection *conn;
+    int fd;         /* the connection's socket, watched for hang-ups */
+    bool stream;
+    bool suspended; /* the connection is suspended waiting for us */
+    bool http_done; /* the connection let go (notify-completed ran) */
+    bool disconnected;
+    bool aborting;
+    bool abort_counted; /* aborted_total counted once */
+    abort_reason abort;
+    bool has_error; /* an error after submission (queue timeout, engine error) */
+    api_error error;
+    /* streaming (HTTP thread) */
+    bool sent_usage, sent_done;
+    struct gen_req *prev, *next; /* server->gens */
+} gen_req;
+
+/* Chat: render + tokenize; completions: tokenize / take ids. Then the context check
+ * and max_tokens clamp. Fills r->prompts. 400 / 500 in e on failure. */
+int gen_prepare(server *s, oai_request *r, api_error *e);
+
+/* Admission + submission. Takes ownership of *r (also on failure). On success *out
+ * holds one reference for the HTTP side (drop it with gen_release_http). */
+int gen_start(server *s, oai_request *r, struct MHD_Connection *conn, int fd, double t_arrival,
+              gen_req **out, api_error *e);
+
+/* The HTTP side is done with g (response sent, or connection gone). If the generation
+ * is still running it is aborted with `why` (ABORT_NONE: do not abort). */
+void gen_release_http(gen_req *g, abort_reason why);
+void gen_abort(gen_req *g, abort_reason why);
+void gen_abort_all(server *s, abort_reason why);
+
+int gen_watch_start(server *s);
+void gen_watch_stop(server *s);
+
+const char *gen_finish_str(inferd_finish_reason f); /* "stop", "length", "abort", "error" */
+
+#endif

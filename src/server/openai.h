@@ -1,0 +1,92 @@
+/* openai.h — the OpenAI API shapes: request parsing and validation (JSON body ->
+ * oai_request), the one error formatter, and the non-streaming response bodies.
+ *
+ * Parsing never looks at the model beyond the vocabulary size; chat templating and
+ * tokenization happen in chat.c / gen.c. Every client-visible error goes through
+ * api_fail() into an api_error, and out through api_error_json() — the one place an
+ * error body is written. Error messages name fields and numbers, never echo input.
+ * Any thread; an oai_request has one owner. */
+#ifndef INFERD_SERVER_OPENAI_H
+#define INFERD_SERVER_OPENAI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "inferd.h"
+
+typedef struct api_error {
+    int status;       /* HTTP status: 400, 401, 404, 405, 413, 429, 500, 503 */
+    const char *code; /* static: "invalid_value", "context_length_exceeded", ... or NULL */
+    char param[128];  /* the offending field ("" = null) */
+    char message[512];
+} api_error;
+
+/* Fill e and return -1 (so `return api_fail(...)` reads naturally). */
+int api_fail(api_error *e, int status, const char *code, const char *param, const char *fmt, ...)
+    IFD_PRINTF(5, 6);
+/* {"error":{"message","type","param","code"}}; type follows from the status. */
+void api_error_json(sbuf *out, const api_error *e);
+
+typedef enum oai_kind { OAI_CHAT = 0, OAI_COMPLETION = 1 } oai_kind;
+
+typedef struct oai_limits {
+    int32_t max_n, max_top_logprobs, max_stop, max_logit_bias, max_prompts;
+    int32_t n_vocab;
+    bool allow_request_chat_template;
+} oai_limits;
+
+/* One prompt of a request (chat: exactly one). */
+typedef struct oai_prompt {
+    int32_t *ids; /* malloc'ed token ids, after BOS handling */
+    int32_t n_ids;
+    char *text;   /* malloc'ed prompt text (echo, logging); NULL for token-id prompts until needed */
+    size_t text_bytes;
+    int32_t max_tokens; /* effective, after clamping to the context */
+} oai_prompt;
+
+typedef struct oai_request {
+    oai_kind kind;
+    cJSON *root;       /* owns the parsed body; the const pointers below point into it */
+    const char *model; /* NULL = not given */
+    bool stream, include_usage, echo;
+    int32_t n;
+    bool logprobs;        /* chat: logprobs; completions: logprobs given (not null) */
+    int32_t top_logprobs; /* alternatives per token (completions: the logprobs number) */
+    int64_t max_tokens;   /* -1 = not given */
+    inferd_sampling sampling; /* temperature ... ignore_eos; pointers filled by gen.c */
+    const char *stop[INFERD_MAX_STOP];
+    int32_t n_stop;
+    int32_t stop_ids[64];
+    int32_t n_stop_ids;
+    inferd_logit_bias *bias; /* malloc'ed */
+    int32_t n_bias;
+    /* chat */
+    const cJSON *messages;
+    const cJSON *tools;                /* NULL unless tools are to be offered */
+    const cJSON *chat_template_kwargs; /* object or NULL */
+    const char *chat_template;         /* request-supplied (only when allowed) */
+    bool add_generation_prompt, continue_final_message;
+    /* completions */
+    const cJSON *prompt;
+    /* filled by gen.c */
+    oai_prompt *prompts;
+    int32_t n_prompts;
+} oai_request;
+
+/* Parse and validate a request body of n bytes (need not be NUL-terminated).
+ * Returns 0, or -1 with e filled (400 for anything wrong with the request). */
+int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const oai_limits *lim,
+              api_error *e);
+void oai_request_free(oai_request *r); /* accepts a half-built request */
+
+/* Helpers shared with http.c for /tokenize and /detokenize: parse a body into a cJSON
+ * object (valid UTF-8, a JSON object) or fail with 400. */
+cJSON *oai_parse_object(const char *body, size_t n, api_error *e);
+/* Token ids from a JSON array: each an integer in [0, n_vocab). */
+int oai_parse_ids(const cJSON *arr, const char *param, int32_t n_vocab, int32_t **ids,
+                  int32_t *n_ids, api_error *e);
+
+#endif

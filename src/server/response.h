@@ -1,0 +1,37 @@
+/* response.h — response bodies from a finished (or running) generation: the
+ * non-streaming chat.completion / text_completion JSON (response.c) and the SSE
+ * stream's chunks (sse.c). Both read a gen_req under its mutex; both produce the same
+ * text for the same generation (streamed text == non-streamed text). HTTP threads. */
+#ifndef INFERD_SERVER_RESPONSE_H
+#define INFERD_SERVER_RESPONSE_H
+
+#include "buf.h"
+#include "gen.h"
+
+/* ---- response.c ---- */
+
+/* The whole non-streaming body. Returns 200, or an HTTP status with e filled when the
+ * generation failed (queue timeout -> 503, engine error -> 500). g->mu held. */
+int resp_body(gen_req *g, sbuf *out, api_error *e);
+
+/* Shared with sse.c: logprobs of tokens [from, to) of a choice. */
+void resp_logprobs_chat(const gen_req *g, const gen_choice *ch, int32_t from, int32_t to, sbuf *o);
+void resp_logprobs_legacy(const gen_req *g, const gen_choice *ch, int32_t from, int32_t to,
+                          size_t text_base, sbuf *o);
+void resp_usage(const gen_req *g, sbuf *o);
+void resp_tool_calls(const tool_calls *t, bool with_index, sbuf *o);
+/* The API's finish_reason for a finished choice. */
+const char *resp_finish(const gen_choice *ch, bool tool_calls);
+bool resp_all_space(const char *s, size_t n);
+
+/* ---- sse.c ---- */
+
+/* Append whatever the stream can send now (role chunks, content deltas, final chunks,
+ * the usage chunk, an error event, [DONE]). Returns true once [DONE] is written.
+ * g->mu held. */
+bool sse_fill(gen_req *g, sbuf *out);
+void sse_keepalive(sbuf *out);
+/* An error as an SSE event followed by [DONE] (errors after the 200 headers). */
+void sse_error(const api_error *e, sbuf *out);
+
+#endif

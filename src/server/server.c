@@ -1,0 +1,252 @@
+/* server.c — `inferd serve` lifecycle: configuration, the listening socket (up before
+ * the model so /health answers while it loads), the loader thread, signals, graceful
+ * shutdown.
+ *
+ * Signals: SIGTERM, SIGINT and SIGHUP are blocked in every thread (the mask is set
+ * before any thread starts) and taken synchronously by the main thread with
+ * sigtimedwait — no async handlers. SIGTERM/SIGINT: not ready, new requests get 503,
+ * in-flight requests get --shutdown-timeout seconds, then are aborted; a second
+ * signal aborts at once. SIGHUP re-reads the API key file. */
+#include "server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "gen.h"
+#include "http.h"
+#include "log.h"
+#include "model/model.h"
+#include "util/common.h"
+
+bool server_model_matches(const server *s, const char *name) {
+    if (!name) return true;
+    for (int i = 0; i < s->n_names; i++)
+        if (!strcmp(name, s->names[i])) return true;
+    return false;
+}
+
+static void add_name(server *s, const char *name, size_t n) {
+    while (n && (*name == ' ')) name++, n--;
+    while (n && name[n - 1] == ' ') n--;
+    if (!n) return;
+    for (int i = 0; i < s->n_names; i++)
+        if (strlen(s->names[i]) == n && !memcmp(s->names[i], name, n)) return;
+    char **v = realloc(s->names, sizeof *v * (size_t)(s->n_names + 1));
+    if (!v) return;
+    s->names = v;
+    if ((v[s->n_names] = strndup(name, n))) s->n_names++;
+}
+
+static void set_names(server *s) {
+    if (s->cfg.served_model_name && s->cfg.served_model_name[0]) {
+        for (const char *p = s->cfg.served_model_name; *p;) {
+            const char *c = strchr(p, ',');
+            size_t n = c ? (size_t)(c - p) : strlen(p);
+            add_name(s, p, n);
+            p += n + (c ? 1 : 0);
+        }
+        if (s->n_names) return;
+    }
+    /* default: the model's name, and the path as given and its base name as aliases */
+    if (s->model && s->model->name[0]) add_name(s, s->model->name, strlen(s->model->name));
+    const char *path = s->cfg.model;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    add_name(s, base, strlen(base));
+    add_name(s, path, strlen(path));
+}
+
+static void *loader_main(void *arg) {
+    server *s = arg;
+    const server_config *c = &s->cfg;
+    char err[512] = "";
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    o.model_path = c->model;
+    o.n_threads = (int)c->threads;
+    o.block_size = (int32_t)c->block_size;
+    o.kv_cache_bytes = c->kv_cache_memory;
+    o.kv_cache_fraction = c->kv_cache_fraction;
+    o.max_num_seqs = (int32_t)c->max_num_seqs;
+    o.max_num_batched_tokens = (int32_t)c->max_num_batched_tokens;
+    o.max_model_len = (int32_t)c->max_model_len;
+    o.enable_prefix_caching = c->enable_prefix_caching;
+    o.reference_kernels = c->reference_kernels;
+    o.threaded = true;
+    double t0 = ifd_now_s();
+    inferd_engine *e = NULL;
+    char *tmpl = NULL;
+    if (inferd_engine_create(&e, &o, err, sizeof err)) goto fail;
+    s->engine = e;
+    s->model = inferd_model(e);
+    s->max_model_len = inferd_max_model_len(e);
+    s->n_vocab = inferd_n_vocab(e);
+    if (c->chat_template_file) {
+        size_t n;
+        char e2[256];
+        if (ifd_read_file(c->chat_template_file, &tmpl, &n, e2, sizeof e2)) {
+            snprintf(err, sizeof err, "--chat-template-file: %s", e2);
+            goto fail;
+        }
+    }
+    chat_limits lim = {.max_seconds = c->template_timeout_s, .max_output_bytes = (size_t)c->template_max_bytes};
+    char e3[400];
+    if (chat_create(&s->chat, s->model, tmpl, &lim, e3, sizeof e3)) {
+        snprintf(err, sizeof err, "chat template: %s", e3);
+        goto fail;
+    }
+    free(tmpl);
+    set_names(s);
+    atomic_store(&s->state, SRV_READY);
+    char fields[1024];
+    snprintf(fields, sizeof fields,
+             "\"model\":\"%s\",\"max_model_len\":%d,\"n_vocab\":%d,\"chat_template\":\"%s\",\"load_s\":%.3f",
+             s->names[0], (int)s->max_model_len, (int)s->n_vocab, chat_template_origin(s->chat),
+             ifd_now_s() - t0);
+    slog_fields("info", "ready", fields);
+    return NULL;
+fail:
+    free(tmpl);
+    slog("error", "model load failed: %s", err);
+    atomic_store(&s->state, SRV_FAILED);
+    return NULL;
+}
+
+static void server_deinit(server *s) {
+    if (s->engine) inferd_engine_destroy(s->engine);
+    chat_destroy(s->chat);
+    metrics_destroy(s->metrics);
+    for (int i = 0; i < s->n_keys; i++) free(s->keys[i]);
+    free(s->keys);
+    for (int i = 0; i < s->n_names; i++) free(s->names[i]);
+    free(s->names);
+    server_config_deinit(&s->cfg);
+    pthread_mutex_destroy(&s->keys_mu);
+    pthread_mutex_destroy(&s->adm_mu);
+    pthread_mutex_destroy(&s->gen_mu);
+    pthread_mutex_destroy(&s->clients_mu);
+}
+
+int server_main(int argc, char **argv) {
+    static server S; /* one per process: the signal loop below owns it */
+    server *s = &S;
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->keys_mu, NULL);
+    pthread_mutex_init(&s->adm_mu, NULL);
+    pthread_mutex_init(&s->gen_mu, NULL);
+    pthread_mutex_init(&s->clients_mu, NULL);
+    server_config_init(&s->cfg);
+    char err[512];
+    int rc = server_config_load(&s->cfg, argc, argv, err, sizeof err);
+    if (rc) {
+        if (rc < 0) fprintf(stderr, "inferd serve: %s\n", err);
+        server_deinit(s);
+        return rc > 0 ? 0 : 2;
+    }
+    if (!s->cfg.model) {
+        fprintf(stderr, "inferd serve: a model is required: -m FILE (or INFERD_MODEL / \"model\" in --config)\n");
+        server_deinit(s);
+        return 2;
+    }
+    s->created = (int64_t)time(NULL);
+    if (metrics_create(&s->metrics) || http_load_keys(s, err, sizeof err)) {
+        fprintf(stderr, "inferd serve: %s\n", s->metrics ? err : "out of memory");
+        server_deinit(s);
+        return 2;
+    }
+    char *eff = server_config_effective_json(s->cfg.config_file ? &s->cfg : &s->cfg);
+    if (eff) {
+        size_t n = strlen(eff) + 16;
+        char *f = malloc(n);
+        if (f) {
+            snprintf(f, n, "\"config\":%s", eff);
+            slog_fields("info", "effective configuration", f);
+            free(f);
+        }
+        free(eff);
+    }
+
+    /* Signals: blocked everywhere, taken by this thread only. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    atomic_store(&s->state, SRV_LOADING);
+    if (http_start(s, err, sizeof err)) {
+        fprintf(stderr, "inferd serve: %s\n", err);
+        slog("error", "%s", err);
+        server_deinit(s);
+        return 1;
+    }
+    char fields[256];
+    snprintf(fields, sizeof fields, "\"host\":\"%s\",\"port\":%lld", s->cfg.host, (long long)s->cfg.port);
+    slog_fields("info", "listening", fields);
+    pthread_t loader;
+    if (pthread_create(&loader, NULL, loader_main, s) || gen_watch_start(s)) {
+        slog("error", "cannot start threads");
+        http_stop(s);
+        server_deinit(s);
+        return 1;
+    }
+    bool loader_joined = false, drain = false, aborted = false, forced = false;
+    double deadline = 0, hard_deadline = 0;
+    int exit_code = 0;
+    for (;;) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        int sig = sigtimedwait(&sigs, NULL, &ts);
+        int st = atomic_load(&s->state);
+        if (sig == SIGHUP) {
+            if (http_load_keys(s, err, sizeof err)) slog("error", "SIGHUP: %s (keeping the old keys)", err);
+            else slog("info", "SIGHUP: API keys reloaded");
+        } else if (sig == SIGTERM || sig == SIGINT) {
+            if (!drain) {
+                drain = true;
+                deadline = ifd_now_s() + s->cfg.shutdown_timeout_s;
+                slog("info", "%s: shutting down; %lld requests in flight, %.1f s to finish",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)atomic_load(&s->inflight),
+                     s->cfg.shutdown_timeout_s);
+            } else if (!aborted) {
+                deadline = 0; /* a second signal: abort now */
+            }
+        }
+        if (!loader_joined && st != SRV_LOADING) {
+            pthread_join(loader, NULL);
+            loader_joined = true;
+            if (st == SRV_FAILED) {
+                exit_code = 1;
+                break;
+            }
+        }
+        if (!drain || !loader_joined) continue;
+        int expected = SRV_READY;
+        atomic_compare_exchange_strong(&s->state, &expected, SRV_DRAINING);
+        const double now = ifd_now_s();
+        if (atomic_load(&s->inflight) == 0) break;
+        if (!aborted && now >= deadline) {
+            slog("warn", "shutdown timeout: aborting %lld requests in flight", (long long)atomic_load(&s->inflight));
+            gen_abort_all(s, ABORT_SHUTDOWN);
+            aborted = true;
+            hard_deadline = now + 10;
+        }
+        if (aborted && now >= hard_deadline) {
+            forced = true;
+            break;
+        }
+    }
+    gen_watch_stop(s);
+    if (forced) {
+        /* connections still suspended: MHD cannot be stopped safely; let exit clean up */
+        slog("warn", "exiting with %lld requests still open", (long long)atomic_load(&s->inflight));
+        return exit_code;
+    }
+    http_stop(s);
+    if (!loader_joined) pthread_join(loader, NULL);
+    server_deinit(s);
+    slog("info", "stopped");
+    return exit_code;
+}
