@@ -171,5 +171,111 @@ static void test_batch_invariance(void) {
     CHECK(compare(R0, R1, 1, "alone vs 32") == 0);
 }
 
-TEST_MAIN(T(test_prefix_caching_on_off), T(test_preemption), T(test_chunk_sizes),
+/* n > 1: greedy choices all equal the n = 1 output (forked sequences share the prompt's
+ * blocks, copy-on-write on the partial last block); every block returns afterwards. */
+typedef struct multi {
+    result r[4];
+} multi;
+
+static void on_multi(const inferd_output *o, void *user) {
+    multi *m = user;
+    on_out(o, &m->r[o->index]);
+}
+
+static inferd_engine *make_engine(void) {
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    o.model_path = MODEL;
+    o.threaded = false;
+    char err[256];
+    inferd_engine *e = NULL;
+    if (inferd_engine_create(&e, &o, err, sizeof err)) fprintf(stderr, "  engine: %s\n", err);
+    return e;
+}
+
+static void test_n_fork(void) {
+    make_prompts(P, 1, 15, false);
+    P[0].n = 37; /* not a multiple of the block size: the last block is shared and partial */
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    CHECK(run(&o, P, 1, false, R0, NULL));
+    inferd_engine *e = make_engine();
+    if (!e) return;
+    static multi mu;
+    memset(&mu, 0, sizeof mu);
+    inferd_request q = {.prompt = P[0].ids, .n_prompt = P[0].n, .cb = on_multi, .user = &mu};
+    inferd_sampling_default(&q.sampling);
+    q.sampling.temperature = 0.0f;
+    q.sampling.max_tokens = P[0].max_out;
+    q.sampling.ignore_eos = true;
+    q.sampling.logprobs = NTOP;
+    q.sampling.n = 3;
+    char err[256];
+    CHECK(inferd_submit(e, &q, NULL, err, sizeof err) == 0);
+    while (inferd_engine_step(e) > 0) {
+    }
+    for (int i = 0; i < 3; i++) {
+        CHECK(mu.r[i].done);
+        CHECK(compare(R0, &mu.r[i], 1, "n=3 choice") == 0);
+    }
+    inferd_stats st;
+    inferd_engine_stats(e, &st);
+    CHECK(st.kv_blocks_used == 0);
+    /* sampled choices with one seed differ from each other but repeat across runs */
+    static multi a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    q.sampling.temperature = 1.0f;
+    q.sampling.has_seed = true;
+    q.sampling.seed = 1234;
+    q.user = &a;
+    CHECK(inferd_submit(e, &q, NULL, err, sizeof err) == 0);
+    while (inferd_engine_step(e) > 0) {
+    }
+    q.user = &b;
+    CHECK(inferd_submit(e, &q, NULL, err, sizeof err) == 0);
+    while (inferd_engine_step(e) > 0) {
+    }
+    for (int i = 0; i < 3; i++) CHECK(compare(&a.r[i], &b.r[i], 1, "seeded choice") == 0);
+    CHECK(a.r[0].n != a.r[1].n || memcmp(a.r[0].ids, a.r[1].ids, sizeof(int32_t) * (size_t)a.r[0].n));
+    inferd_engine_destroy(e);
+}
+
+/* Abort at the next step: a final ABORT event, blocks back in the pool, others unaffected. */
+static void test_abort(void) {
+    make_prompts(P, 4, 16, false);
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    CHECK(run(&o, P, 4, false, R0, NULL));
+    inferd_engine *e = make_engine();
+    if (!e) return;
+    memset(R1, 0, sizeof(result) * 4);
+    uint64_t ids[4];
+    char err[256];
+    for (int k = 0; k < 4; k++) {
+        inferd_request q = {.prompt = P[k].ids, .n_prompt = P[k].n, .cb = on_out, .user = &R1[k]};
+        inferd_sampling_default(&q.sampling);
+        q.sampling.temperature = 0.0f;
+        q.sampling.max_tokens = P[k].max_out;
+        q.sampling.ignore_eos = true;
+        q.sampling.logprobs = NTOP;
+        CHECK(inferd_submit(e, &q, &ids[k], err, sizeof err) == 0);
+    }
+    for (int i = 0; i < 3; i++) inferd_engine_step(e);
+    inferd_abort(e, ids[2]);
+    inferd_abort(e, 999999); /* unknown ids are ignored */
+    while (inferd_engine_step(e) > 0) {
+    }
+    CHECK(R1[2].done && R1[2].reason == INFERD_FINISH_ABORT);
+    CHECK(R1[2].n < P[2].max_out);
+    CHECK(compare(R0, R1, 2, "abort: others") == 0);
+    CHECK(compare(R0 + 3, R1 + 3, 1, "abort: others") == 0);
+    inferd_stats st;
+    inferd_engine_stats(e, &st);
+    CHECK(st.kv_blocks_used == 0);
+    CHECK(st.aborted == 1);
+    inferd_engine_destroy(e);
+}
+
+TEST_MAIN(T(test_n_fork), T(test_abort), T(test_prefix_caching_on_off), T(test_preemption), T(test_chunk_sizes),
           T(test_batch_invariance))
