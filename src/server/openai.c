@@ -239,7 +239,7 @@ static int parse_logit_bias(oai_request *r, const oai_limits *lim, api_error *e)
 
 static int parse_content(const cJSON *c, int i, api_error *e) {
     char p[96];
-    if (!c || cJSON_IsString(c)) return 0;
+    if (!c || cJSON_IsNull(c) || cJSON_IsString(c)) return 0;
     if (!cJSON_IsArray(c)) {
         snprintf(p, sizeof p, "messages[%d].content", i);
         return bad_type(e, p, "a string, null or an array of content parts");
