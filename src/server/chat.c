@@ -225,7 +225,9 @@ int chat_render(const chat_ctx *c, const oai_request *r, char **text, size_t *te
     if (rc == IFD_ERR_LIMIT)
         return api_fail(e, 400, "chat_template_limit", "messages",
                         "rendering the chat template exceeded its limits: %s", err);
-    if (rc) return api_fail(e, 400, "chat_template_error", "messages", "%s", err[0] ? err : "chat template error");
+    if (rc)
+        return api_fail(e, 400, "chat_template_error", r->chat_template ? "chat_template" : "messages", "%s",
+                        err[0] ? err : "chat template error");
     if (r->continue_final_message) {
         /* cut what the template appended after the final message (end-of-turn) */
         const cJSON *last = cJSON_GetArrayItem(r->messages, cJSON_GetArraySize(r->messages) - 1);

@@ -115,7 +115,7 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
     if (!st) st = &z;
     gauge(o, "inferd_num_requests_running", "Requests in the engine's running set.", st->running);
     gauge(o, "inferd_num_requests_waiting", "Requests waiting to be scheduled.", st->waiting);
-    gauge(o, "inferd_kv_blocks_total", "KV cache blocks in the pool.", st->kv_blocks_total);
+    gauge(o, "inferd_kv_blocks_capacity", "KV cache blocks in the pool (total).", st->kv_blocks_total);
     gauge(o, "inferd_kv_blocks_used", "KV cache blocks held by live sequences.", st->kv_blocks_used);
     gauge(o, "inferd_kv_blocks_cached",
           "Free KV cache blocks still findable by the prefix cache.", st->kv_blocks_cached);

@@ -26,7 +26,8 @@ def srv():
 def qwen_srv():
     """The same model with a chat template that knows tools (Hermes-style <tool_call>)."""
     s = Server("--chat-template-file", str(TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja"),
-               "--served-model-name", "qwen-tmpl", "--max-model-len", "1024")
+               "--served-model-name", "qwen-tmpl", "--max-model-len", "1024",
+               "--allow-request-chat-template")
     yield s
     assert s.stop() == 0
 
@@ -257,3 +258,4 @@ def test_template_raise_is_400(qwen_srv):
                              {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
                               "chat_template": "{{ raise_exception('nope') }}"})
     assert st == 400 and body["error"]["param"] == "chat_template"
+    assert body["error"]["message"] == "nope"
