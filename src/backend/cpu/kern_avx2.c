@@ -138,13 +138,13 @@ AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
         for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = hsum8(acc[r][j]);
 }
 
-static void gemm_a8(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                    int32_t nt, float *out, size_t os) {
-    const ggml_type t = w->type;
+AI void gemm_a8(const ggml_type t, const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
+                size_t as, int32_t nt, float *out, size_t os) {
     const int64_t nb = w->n_cols / 32;
     const size_t rb = w->row_bytes;
     int64_t r = r0;
-    for (; r + INR <= r1; r += INR) {
+    /* decode-sized calls: one row at a time = one sequential DRAM stream (faster) */
+    for (; nt >= INT && r + INR <= r1; r += INR) {
         const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
         int32_t j = 0;
         for (; j + INT <= nt; j += INT)
@@ -160,6 +160,15 @@ static void gemm_a8(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, s
         for (; j < nt; j++)
             a8_tile(1, 1, t, wr, rb, act + (size_t)j * as, as, nb, out + (size_t)j * os + r, os);
     }
+}
+
+static void gemm_q4_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
+                      int32_t nt, float *out, size_t os) {
+    gemm_a8(GGML_TYPE_Q4_0, w, r0, r1, act, as, nt, out, os);
+}
+static void gemm_q8_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
+                      int32_t nt, float *out, size_t os) {
+    gemm_a8(GGML_TYPE_Q8_0, w, r0, r1, act, as, nt, out, os);
 }
 
 /* ---- float paths ----------------------------------------------------------------------- */
@@ -219,7 +228,7 @@ AI void f_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_
 AI void gemm_f_rows(ggml_type t, const uint8_t *base, size_t rb, int64_t K, int64_t nr,
                     const uint8_t *act, size_t as, int32_t nt, float *out, size_t os) {
     int64_t r = 0;
-    for (; r + FNR <= nr; r += FNR) {
+    for (; nt >= FNT && r + FNR <= nr; r += FNR) { /* see gemm_a8 */
         const uint8_t *wr = base + (size_t)r * rb;
         int32_t j = 0;
         for (; j + FNT <= nt; j += FNT)
@@ -343,8 +352,10 @@ static void k2_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size
     const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
     switch (w->type) {
     case GGML_TYPE_Q8_0:
+        gemm_q8_0(w, r0, r1, act, as, nt, out, os);
+        break;
     case GGML_TYPE_Q4_0:
-        gemm_a8(w, r0, r1, act, as, nt, out, os);
+        gemm_q4_0(w, r0, r1, act, as, nt, out, os);
         break;
     case GGML_TYPE_F32:
         gemm_f32(base, w->row_bytes, w->n_cols, r1 - r0, act, as, nt, out + r0, os);

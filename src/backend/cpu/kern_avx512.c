@@ -124,42 +124,57 @@ AI void ld_pair(ggml_type t, const uint8_t *row, int64_t p, int half, __m512i *w
     }
 }
 
-/* Integer micro-kernel: NR rows x NT tokens. */
+#ifndef PF_BYTES
+#define PF_BYTES 1024
+#endif
+
+/* One pair of blocks for the tile: every (row, token) accumulator gets
+ * float(dot + offset) * (d_w * d_a). */
+AI void a8_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t p, int half, __m512 acc[4][4]) {
+    __m512i wq[4];
+    __m512 dw[4];
+    for (int r = 0; r < NR; r++) {
+        /* several rows are interleaved DRAM streams: prefetch ahead (not needed for one) */
+        if (NR > 1)
+            _mm_prefetch((const char *)w0 + (size_t)r * row_bytes + (size_t)p * (t == GGML_TYPE_Q4_0 ? 36 : 68) + PF_BYTES, _MM_HINT_T0);
+        ld_pair(t, w0 + (size_t)r * row_bytes, p, half, &wq[r], &dw[r]);
+    }
+    for (int j = 0; j < NT; j++) {
+        const a8_pair *ap = (const a8_pair *)(act + (size_t)j * act_stride) + p;
+        const __m512i a = _mm512_loadu_si512(ap->qs);
+        const __m512i bias = _mm512_loadu_si512(ap->bias);
+        const __m512 dv = _mm512_loadu_ps(ap->d);
+        for (int r = 0; r < NR; r++) {
+            const __m512i dot = _mm512_dpbusd_epi32(bias, wq[r], a);
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw[r], dv), acc[r][j]);
+        }
+    }
+}
+
+/* Integer micro-kernel: NR rows x NT tokens over nb blocks (a trailing odd block is a
+ * half pair whose missing half contributes exactly 0). */
 AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
                 const uint8_t *act, size_t act_stride, int64_t nb, float *out,
                 size_t out_stride) {
     __m512 acc[4][4];
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
-    const int64_t np = (nb + 1) / 2;
-    for (int64_t p = 0; p < np; p++) {
-        const int half = (2 * p + 1 == nb);
-        __m512i wq[4];
-        __m512 dw[4];
-        for (int r = 0; r < NR; r++) ld_pair(t, w0 + (size_t)r * row_bytes, p, half, &wq[r], &dw[r]);
-        for (int j = 0; j < NT; j++) {
-            const a8_pair *ap = (const a8_pair *)(act + (size_t)j * act_stride) + p;
-            const __m512i a = _mm512_loadu_si512(ap->qs);
-            const __m512i bias = _mm512_loadu_si512(ap->bias);
-            const __m512 dv = _mm512_loadu_ps(ap->d);
-            for (int r = 0; r < NR; r++) {
-                const __m512i dot = _mm512_dpbusd_epi32(bias, wq[r], a);
-                acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw[r], dv),
-                                            acc[r][j]);
-            }
-        }
-    }
+    const int64_t np = nb / 2;
+    for (int64_t p = 0; p < np; p++) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, p, 0, acc);
+    if (nb & 1) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, np, 1, acc);
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
-static void gemm_a8(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t act_stride,
-                    int32_t nt, float *out, size_t out_stride) {
-    const ggml_type t = w->type;
+AI void gemm_a8_t(const ggml_type t, const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
+                  size_t act_stride, int32_t nt, float *out, size_t out_stride) {
     const int64_t nb = w->n_cols / 32;
     const uint8_t *base = w->data;
     int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
+    /* Decode-sized calls stream each row once: one row at a time is one sequential DRAM
+     * stream, which this core fetches far faster (~2.5x) than 4 interleaved rows. */
+    for (; nt >= 4 && r + 4 <= r1; r += 4) {
         const uint8_t *wr = base + (size_t)r * w->row_bytes;
         int32_t j = 0;
         for (; j + 4 <= nt; j += 4)
@@ -179,6 +194,15 @@ static void gemm_a8(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, s
             a8_tile(1, 1, t, wr, w->row_bytes, act + (size_t)j * act_stride, act_stride, nb,
                     out + (size_t)j * out_stride + r, out_stride);
     }
+}
+
+static void gemm_q4_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
+                      int32_t nt, float *out, size_t os) {
+    gemm_a8_t(GGML_TYPE_Q4_0, w, r0, r1, act, as, nt, out, os);
+}
+static void gemm_q8_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
+                      int32_t nt, float *out, size_t os) {
+    gemm_a8_t(GGML_TYPE_Q8_0, w, r0, r1, act, as, nt, out, os);
 }
 
 /* ---- float paths ----------------------------------------------------------------------- */
@@ -236,7 +260,7 @@ AI void gemm_f_rows(ggml_type t, const uint8_t *base, size_t row_bytes, int64_t 
                     const uint8_t *act, size_t act_stride, int32_t nt, float *out,
                     size_t out_stride) {
     int64_t r = 0;
-    for (; r + FNR <= nr; r += FNR) {
+    for (; nt >= FNT && r + FNR <= nr; r += FNR) { /* one row at a time for decode: see gemm_a8 */
         const uint8_t *wr = base + (size_t)r * row_bytes;
         int32_t j = 0;
         for (; j + FNT <= nt; j += FNT)
@@ -366,8 +390,10 @@ static void k5_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size
     const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
     switch (w->type) {
     case GGML_TYPE_Q8_0:
+        gemm_q8_0(w, r0, r1, act, act_stride, nt, out, out_stride);
+        break;
     case GGML_TYPE_Q4_0:
-        gemm_a8(w, r0, r1, act, act_stride, nt, out, out_stride);
+        gemm_q4_0(w, r0, r1, act, act_stride, nt, out, out_stride);
         break;
     case GGML_TYPE_F32:
         gemm_f32(base, w->row_bytes, w->n_cols, r1 - r0, act, act_stride, nt, out + r0, out_stride);

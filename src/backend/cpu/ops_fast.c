@@ -262,7 +262,9 @@ void op_swiglu(ops_ctx *c, float *out, const float *gate, const float *up, int64
     /* elementwise: the vector body and the masked tail compute the same expression */
     rows_job j = {.k = c->k, .out = out, .x = gate, .y = up, .n = n};
     const int64_t units = (n + SWIGLU_SPLIT - 1) / SWIGLU_SPLIT;
-    tp_run(c->pool, swiglu_task, &j, (int32_t)IFD_MIN(units, (int64_t)c->n_threads * 2));
+    /* a decode step's 8-16k elements take ~5 us: not worth waking the pool */
+    const int64_t tasks = n < 8 * SWIGLU_SPLIT ? 1 : IFD_MIN(units, (int64_t)c->n_threads * 2);
+    tp_run(c->pool, swiglu_task, &j, (int32_t)tasks);
 }
 
 /* ---- attention ------------------------------------------------------------------------- */
