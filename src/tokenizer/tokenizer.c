@@ -16,8 +16,9 @@
 
 #define KEY(k) "tokenizer.ggml." k
 
-/* Largest input tok_encode accepts: symbol indices are int32. */
-#define TOK_MAX_INPUT_BYTES ((size_t)1 << 30)
+/* Largest input tok_encode accepts: symbol indices are int32, and SPM's escaping may
+ * triple the text. */
+#define TOK_MAX_INPUT_BYTES ((size_t)1 << 28)
 
 int tok_ids_push(tok_ids *ids, int32_t id) {
     if (ids->n == ids->cap) {
@@ -353,12 +354,10 @@ static int partition(const tokenizer *t, const char *text, size_t n, bool parse_
         int32_t id = t->special[s];
         const tok_entry *e = &t->tok[id];
         if (!parse_special && (e->type == TOK_TYPE_CONTROL || e->type == TOK_TYPE_UNKNOWN)) continue;
+        /* cheap rejections before touching the fragments: absent from the whole text
+         * means absent from every fragment */
         if (e->len > n || !present[(unsigned char)t->text[e->off]]) continue;
-        bool any = false;
-        for (size_t i = 0; i < frags->n && !any; i++)
-            any = frags->v[i].id < 0 && frags->v[i].len >= e->len &&
-                  memmem(text + frags->v[i].off, frags->v[i].len, t->text + e->off, e->len);
-        if (!any) continue;
+        if (!memmem(text, n, t->text + e->off, e->len)) continue;
         next.n = 0;
         for (size_t i = 0; i < frags->n; i++) {
             frag fr = frags->v[i];
