@@ -12,14 +12,14 @@
 #include <stdint.h>
 
 typedef enum pretok_type {
-    PRETOK_DEFAULT = 0,     /* "default", missing or unknown names */
-    PRETOK_GPT2,            /* gpt-2, mpt, olmo, jais, phi-2, jina-*, roberta-bpe, gigachat */
-    PRETOK_LLAMA3,          /* llama-bpe, llama3, llama-v3, falcon3, dbrx, smaug-bpe, chatglm-bpe */
-    PRETOK_QWEN2,           /* qwen2, stablelm2, megrez */
-    PRETOK_DEEPSEEK_LLM,    /* deepseek-llm */
-    PRETOK_DEEPSEEK_CODER,  /* deepseek-coder */
-    PRETOK_FALCON,          /* falcon */
-    PRETOK_STARCODER,       /* starcoder, refact, smollm, command-r, codeshell, exaone, minerva-7b */
+    PRETOK_DEFAULT = 0,    /* "default", missing or unknown names */
+    PRETOK_GPT2,           /* gpt-2, mpt, olmo, jais, phi-2, jina-*, roberta-bpe, gigachat */
+    PRETOK_LLAMA3,         /* llama-bpe, llama3, llama-v3, falcon3, dbrx, smaug-bpe, chatglm-bpe */
+    PRETOK_QWEN2,          /* qwen2, stablelm2, megrez */
+    PRETOK_DEEPSEEK_LLM,   /* deepseek-llm */
+    PRETOK_DEEPSEEK_CODER, /* deepseek-coder */
+    PRETOK_FALCON,         /* falcon */
+    PRETOK_STARCODER,      /* starcoder, refact, smollm, command-r, codeshell, exaone, minerva-7b */
 } pretok_type;
 
 /* Split n code points into words. *lens (malloc'ed, caller frees) receives each word's

@@ -18,8 +18,8 @@ typedef struct spm_sym {
     size_t off, n; /* bytes of text; n == 0 once merged into its left neighbour */
 } spm_sym;
 
-static int try_add_pair(const tokenizer *t, const char *text, const spm_sym *syms, mheap *h,
-                        int32_t left, int32_t right) {
+static int try_add_pair(const tokenizer *t, const char *text, const spm_sym *syms, mheap *h, int32_t left,
+                        int32_t right) {
     if (left < 0 || right < 0) return IFD_OK;
     size_t n = syms[left].n + syms[right].n;
     int32_t id = strmap_get(&t->by_text, text + syms[left].off, n);

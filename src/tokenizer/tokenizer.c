@@ -95,7 +95,8 @@ static int build_merges(tokenizer *t, const gguf_file *f, char *err, size_t err_
     const gguf_array *m = gguf_get_arr(f, KEY("merges"), GGUF_TYPE_STRING);
     if (!m) {
         if (gguf_find_kv(f, KEY("merges")))
-            return ifd_errf(err, err_bytes, IFD_ERR_FORMAT, "tokenizer.ggml.merges is not an array of strings");
+            return ifd_errf(err, err_bytes, IFD_ERR_FORMAT,
+                            "tokenizer.ggml.merges is not an array of strings");
         return ifd_errf(err, err_bytes, IFD_ERR_FORMAT, "BPE vocabulary without tokenizer.ggml.merges");
     }
     if (m->n > (uint64_t)INT32_MAX)
@@ -165,13 +166,17 @@ int tok_create(tokenizer **out, const gguf_file *f, char *err, size_t err_bytes)
     const gguf_array *scores = gguf_get_arr(f, KEY("scores"), GGUF_TYPE_COUNT_);
     const gguf_array *types = gguf_get_arr(f, KEY("token_type"), GGUF_TYPE_COUNT_);
     if ((!scores && gguf_find_kv(f, KEY("scores"))) ||
-        (scores && (scores->type == GGUF_TYPE_STRING || scores->type == GGUF_TYPE_ARRAY || scores->n < toks->n))) {
-        rc = ifd_errf(err, err_bytes, IFD_ERR_FORMAT, "tokenizer.ggml.scores must hold (at least) %d numbers", n);
+        (scores &&
+         (scores->type == GGUF_TYPE_STRING || scores->type == GGUF_TYPE_ARRAY || scores->n < toks->n))) {
+        rc = ifd_errf(err, err_bytes, IFD_ERR_FORMAT, "tokenizer.ggml.scores must hold (at least) %d numbers",
+                      n);
         goto fail;
     }
     if ((!types && gguf_find_kv(f, KEY("token_type"))) ||
-        (types && (types->type == GGUF_TYPE_STRING || types->type == GGUF_TYPE_ARRAY || types->n < toks->n))) {
-        rc = ifd_errf(err, err_bytes, IFD_ERR_FORMAT, "tokenizer.ggml.token_type must hold (at least) %d integers", n);
+        (types &&
+         (types->type == GGUF_TYPE_STRING || types->type == GGUF_TYPE_ARRAY || types->n < toks->n))) {
+        rc = ifd_errf(err, err_bytes, IFD_ERR_FORMAT,
+                      "tokenizer.ggml.token_type must hold (at least) %d integers", n);
         goto fail;
     }
 
@@ -407,7 +412,8 @@ int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, i
     if (!t || (!text && n)) return IFD_ERR_INVALID;
     if (n > TOK_MAX_INPUT_BYTES) return IFD_ERR_LIMIT;
 
-    if ((flags & TOK_ENC_ADD_BOS) && t->add_bos && t->bos >= 0 && (rc = tok_ids_push(&out, t->bos))) goto fail;
+    if ((flags & TOK_ENC_ADD_BOS) && t->add_bos && t->bos >= 0 && (rc = tok_ids_push(&out, t->bos)))
+        goto fail;
     if ((rc = partition(t, text, n, (flags & TOK_ENC_PARSE_SPECIAL) != 0, &frags))) goto fail;
 
     bool prev_special = true; /* SPM: the first text fragment gets the space prefix */
@@ -424,7 +430,8 @@ int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, i
         }
         if (rc) goto fail;
     }
-    if ((flags & TOK_ENC_ADD_EOS) && t->add_eos && t->eos >= 0 && (rc = tok_ids_push(&out, t->eos))) goto fail;
+    if ((flags & TOK_ENC_ADD_EOS) && t->add_eos && t->eos >= 0 && (rc = tok_ids_push(&out, t->eos)))
+        goto fail;
 
     free(frags.v);
     if (!out.v) out.v = malloc(sizeof(int32_t)); /* a valid pointer even for no ids */

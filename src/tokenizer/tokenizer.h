@@ -55,8 +55,7 @@ void tok_destroy(tokenizer *t); /* accepts NULL */
 
 /* Encode n bytes of text (need not be valid UTF-8: invalid bytes are encoded as
  * byte tokens / U+FFFD the way llama.cpp does). *ids is malloc'ed; caller frees. */
-int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, int32_t **ids,
-               size_t *n_ids);
+int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, int32_t **ids, size_t *n_ids);
 
 tok_kind tok_get_kind(const tokenizer *t);
 int32_t tok_n_vocab(const tokenizer *t);
@@ -64,7 +63,7 @@ int32_t tok_bos(const tokenizer *t); /* -1 when none */
 int32_t tok_eos(const tokenizer *t); /* -1 when none */
 int32_t tok_eot(const tokenizer *t); /* -1 when none */
 bool tok_add_bos(const tokenizer *t);
-bool tok_add_eos(const tokenizer *t); /* add_eos_token (and an EOS id exists) */
+bool tok_add_eos(const tokenizer *t);            /* add_eos_token (and an EOS id exists) */
 bool tok_is_eog(const tokenizer *t, int32_t id); /* EOS, EOT, EOM and similar end-of-generation ids */
 tok_type tok_get_type(const tokenizer *t, int32_t id);
 /* The vocabulary string of a token exactly as stored (e.g. "▁the", "Ġthe", "<0x0A>"). */

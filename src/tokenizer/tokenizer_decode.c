@@ -30,11 +30,8 @@ static size_t piece_emit(const tokenizer *t, int32_t id, bool render_special, si
     case TOK_TYPE_UNKNOWN:
         if (!render_special) return 0;
         /* fall through */
-    case TOK_TYPE_USER_DEFINED:
-        sink(ctx, s, n);
-        return n;
-    case TOK_TYPE_NORMAL:
-        break;
+    case TOK_TYPE_USER_DEFINED: sink(ctx, s, n); return n;
+    case TOK_TYPE_NORMAL: break;
     case TOK_TYPE_BYTE:
         if (t->kind != TOK_KIND_SPM) return 0; /* llama.cpp: byte tokens are SPM-only */
         if (n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && hexval(s[3]) >= 0 && hexval(s[4]) >= 0) {
@@ -44,8 +41,7 @@ static size_t piece_emit(const tokenizer *t, int32_t id, bool render_special, si
         }
         sink(ctx, s, n); /* not of the <0xXX> form: the text as it is */
         return n;
-    default: /* UNUSED, UNDEFINED: nothing, as in llama.cpp */
-        return 0;
+    default: /* UNUSED, UNDEFINED: nothing, as in llama.cpp */ return 0;
     }
 
     size_t total = 0, run = 0; /* run: bytes of s not yet handed to sink */

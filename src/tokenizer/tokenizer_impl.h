@@ -30,11 +30,11 @@ struct tokenizer {
     tok_kind kind;
     pretok_type pre;
     int32_t n_vocab;
-    tok_entry *tok;  /* n_vocab */
-    char *text;      /* all token strings, each followed by a NUL */
-    strmap by_text;  /* token string -> id (the last id wins for duplicates) */
+    tok_entry *tok;   /* n_vocab */
+    char *text;       /* all token strings, each followed by a NUL */
+    strmap by_text;   /* token string -> id (the last id wins for duplicates) */
     char *merge_text; /* BPE: the merge lines "left right", each NUL-terminated */
-    strmap merges;   /* "left right" -> rank (the first occurrence wins) */
+    strmap merges;    /* "left right" -> rank (the first occurrence wins) */
 
     int32_t *special; /* CONTROL / USER_DEFINED / UNKNOWN ids, longest text first */
     size_t n_special;

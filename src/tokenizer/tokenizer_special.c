@@ -22,23 +22,50 @@
 #define DS_BAR "\xef\xbd\x9c"
 #define DS_SP "\xe2\x96\x81"
 
-static const char *const EOT_NAMES[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<end_of_utterance>", "<" DS_BAR "end" DS_SP "of" DS_SP "sentence" DS_BAR ">"};
+static const char *const EOT_NAMES[] = {"<|eot_id|>",
+                                        "<|im_end|>",
+                                        "<|end|>",
+                                        "<end_of_turn>",
+                                        "<|endoftext|>",
+                                        "<|end_of_text|>",
+                                        "<EOT>",
+                                        "_<EOT>",
+                                        "[EOT]",
+                                        "<end_of_utterance>",
+                                        "<" DS_BAR "end" DS_SP "of" DS_SP "sentence" DS_BAR ">"};
 static const char *const EOM_NAMES[] = {"<|eom_id|>"};
-static const char *const FIM_PRE[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" DS_BAR "fim" DS_SP "begin" DS_BAR ">",
-                                      "<PRE>", "<|code_prefix|>", "<|prefix|>"};
-static const char *const FIM_SUF[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" DS_BAR "fim" DS_SP "hole" DS_BAR ">",
-                                      "<SUF>", "<|code_suffix|>", "<|suffix|>"};
-static const char *const FIM_MID[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<" DS_BAR "fim" DS_SP "end" DS_BAR ">",
-                                      "<MID>", "<|code_middle|>", "<|middle|>"};
+static const char *const FIM_PRE[] = {
+    "<|fim_prefix|>", "<fim-prefix>",    "<fim_prefix>", "<" DS_BAR "fim" DS_SP "begin" DS_BAR ">",
+    "<PRE>",          "<|code_prefix|>", "<|prefix|>"};
+static const char *const FIM_SUF[] = {
+    "<|fim_suffix|>", "<fim-suffix>",    "<fim_suffix>", "<" DS_BAR "fim" DS_SP "hole" DS_BAR ">",
+    "<SUF>",          "<|code_suffix|>", "<|suffix|>"};
+static const char *const FIM_MID[] = {
+    "<|fim_middle|>", "<fim-middle>",    "<fim_middle>", "<" DS_BAR "fim" DS_SP "end" DS_BAR ">",
+    "<MID>",          "<|code_middle|>", "<|middle|>"};
 static const char *const FIM_PAD[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 static const char *const FIM_REP[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 static const char *const FIM_SEP[] = {"<|file_sep|>"};
-static const char *const EOG_NAMES[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
-    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"};
+static const char *const EOG_NAMES[] = {"<|eot_id|>",
+                                        "<|im_end|>",
+                                        "<|end|>",
+                                        "<|return|>",
+                                        "<|call|>",
+                                        "<|flush|>",
+                                        "<|calls|>",
+                                        "<end_of_turn>",
+                                        "<|endoftext|>",
+                                        "</s>",
+                                        "<|eom_id|>",
+                                        "<EOT>",
+                                        "_<EOT>",
+                                        "[EOT]",
+                                        "[EOS]",
+                                        "<|end_of_text|>",
+                                        "<end_of_utterance>",
+                                        "<eos>",
+                                        "<turn|>",
+                                        "<|tool_response>"};
 /* gpt-oss: always rendered, so always user-defined */
 static const char *const HARMONY_USER[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 
@@ -144,7 +171,8 @@ static void set_strip(tokenizer *t, const gguf_file *f) {
     size_t ln = name.n < sizeof lname - 1 ? (size_t)name.n : sizeof lname - 1;
     for (size_t i = 0; i < ln; i++) lname[i] = (char)tolower((unsigned char)name.s[i]);
     lname[ln] = 0;
-    if (gguf_str_eq(pre, "jina-v2-de") || gguf_str_eq(pre, "jina-v2-es") || gguf_str_eq(pre, "jina-v2-code")) {
+    if (gguf_str_eq(pre, "jina-v2-de") || gguf_str_eq(pre, "jina-v2-es") ||
+        gguf_str_eq(pre, "jina-v2-code")) {
         int32_t id = find_cstr(t, "<mask>");
         if (id >= 0) t->tok[id].strip |= TOK_STRIP_LEFT;
     } else if (strstr(lname, "phi-3") || strstr(lname, "phi3")) {

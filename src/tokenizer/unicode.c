@@ -34,8 +34,7 @@ size_t unicode_decode_lenient(const char *str, size_t n, uint32_t *out) {
             }
         } else if (!(c & 0x10)) {
             if (i + 2 < n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80) {
-                cpt = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) |
-                      (s[i + 2] & 0x3F);
+                cpt = ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
                 len = 3;
             }
         } else if (!(c & 0x08)) {

@@ -117,8 +117,10 @@ static bool read_case(const char *gguf_path, vocab_case *c) {
     char *save = NULL;
     for (char *line = c->out_buf; line; line = save) {
         save = strchr(line, '\n');
-        if (save) *save++ = 0;
-        else if (!*line) break; /* no trailing empty line after the last newline */
+        if (save)
+            *save++ = 0;
+        else if (!*line)
+            break; /* no trailing empty line after the last newline */
         c->want = realloc(c->want, (c->n_out + 1) * sizeof *c->want);
         c->n_want = realloc(c->n_want, (c->n_out + 1) * sizeof *c->n_want);
         int32_t *ids = NULL;
@@ -153,11 +155,16 @@ static void print_text(const char *s, size_t n) {
     fprintf(stderr, "    input (%zu bytes): \"", n);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '\n') fprintf(stderr, "\\n");
-        else if (ch == '\t') fprintf(stderr, "\\t");
-        else if (ch == '"' || ch == '\\') fprintf(stderr, "\\%c", ch);
-        else if (ch < 0x20) fprintf(stderr, "\\x%02x", ch);
-        else fputc(ch, stderr);
+        if (ch == '\n')
+            fprintf(stderr, "\\n");
+        else if (ch == '\t')
+            fprintf(stderr, "\\t");
+        else if (ch == '"' || ch == '\\')
+            fprintf(stderr, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(stderr, "\\x%02x", ch);
+        else
+            fputc(ch, stderr);
     }
     fprintf(stderr, "\"\n");
 }
@@ -167,13 +174,18 @@ static bool valid_utf8(const char *str, size_t n) {
     const unsigned char *s = (const unsigned char *)str;
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        size_t len = c < 0x80                 ? 1
+                     : c >= 0xC2 && c <= 0xDF ? 2
+                     : c >= 0xE0 && c <= 0xEF ? 3
+                     : c >= 0xF0 && c <= 0xF4 ? 4
+                                              : 0;
         if (!len || i + len > n) return false;
         for (size_t j = 1; j < len; j++)
             if ((s[i + j] & 0xC0) != 0x80) return false;
         if (len > 1) {
             unsigned d = s[i + 1];
-            if ((c == 0xE0 && d < 0xA0) || (c == 0xED && d > 0x9F) || (c == 0xF0 && d < 0x90) || (c == 0xF4 && d > 0x8F))
+            if ((c == 0xE0 && d < 0xA0) || (c == 0xED && d > 0x9F) || (c == 0xF0 && d < 0x90) ||
+                (c == 0xF4 && d > 0x8F))
                 return false;
         }
         i += len;
@@ -201,7 +213,8 @@ static void test_vocab_files(void) {
             int32_t *ids = NULL;
             size_t n_ids = 0;
             int rc = tok_encode(t, c.inp[i], c.inp_len[i], 0, &ids, &n_ids);
-            bool same = rc == 0 && n_ids == c.n_want[i] && (n_ids == 0 || !memcmp(ids, c.want[i], n_ids * sizeof *ids));
+            bool same = rc == 0 && n_ids == c.n_want[i] &&
+                        (n_ids == 0 || !memcmp(ids, c.want[i], n_ids * sizeof *ids));
             if (!same) {
                 fprintf(stderr, "  MISMATCH %s input #%zu (rc %d)\n", names[fi], i, rc);
                 print_text(c.inp[i], c.inp_len[i]);
@@ -270,7 +283,8 @@ static void test_roundtrip(void) {
                 n_acc += w;
             }
             n_acc += tok_detok_flush(&d, acc + n_acc, 16);
-            CHECKF(n_acc == n_s && !memcmp(acc, s, n_s), "%s input #%zu: detok differs from decode", names[fi], i);
+            CHECKF(n_acc == n_s && !memcmp(acc, s, n_s), "%s input #%zu: detok differs from decode",
+                   names[fi], i);
             free(acc);
             free(tmp);
             free(s);
@@ -298,7 +312,7 @@ static void test_pieces(void) {
     int32_t nl = tok_find(t, "<0x0A>", 6);
     CHECK(nl == 13 && tok_get_type(t, nl) == TOK_TYPE_BYTE);
     CHECK(tok_piece(t, nl, false, buf, sizeof buf) == 1 && buf[0] == '\n');
-    CHECK(tok_piece(t, 2, false, buf, sizeof buf) == 0);                        /* </s> */
+    CHECK(tok_piece(t, 2, false, buf, sizeof buf) == 0);                           /* </s> */
     CHECK(tok_piece(t, 2, true, buf, sizeof buf) == 4 && !memcmp(buf, "</s>", 4)); /* rendered */
     CHECK(tok_piece(t, -1, true, buf, sizeof buf) == 0);
     CHECK(tok_piece(t, 1 << 30, true, buf, sizeof buf) == 0);
@@ -333,7 +347,8 @@ static void test_pieces(void) {
     CHECK(tok_bos(t) == 50256 && !tok_add_bos(t) && tok_is_eog(t, 50256));
     CHECK(tok_piece(t, 50256, false, buf, sizeof buf) == 0);
     CHECK(tok_piece(t, 50256, true, buf, sizeof buf) == 13);
-    CHECK(tok_encode(t, "<|endoftext|>", 13, TOK_ENC_PARSE_SPECIAL, &ids, &n) == 0 && n == 1 && ids[0] == 50256);
+    CHECK(tok_encode(t, "<|endoftext|>", 13, TOK_ENC_PARSE_SPECIAL, &ids, &n) == 0 && n == 1 &&
+          ids[0] == 50256);
     free(ids);
     CHECK(tok_encode(t, "<|endoftext|>", 13, 0, &ids, &n) == 0 && n > 1);
     free(ids);
@@ -374,7 +389,10 @@ static void test_detok_holdback(void) {
     tok_detok_init(&d, t, false);
     k = push_all(&d, bad, 5, out, emitted);
     CHECK(emitted[0] == 3 && emitted[1] == 0 && emitted[2] == 4 && emitted[3] == 0 && emitted[4] == 0);
-    CHECK(k == 7 && !memcmp(out, "\xef\xbf\xbd\xef\xbf\xbd" "a", 7));
+    CHECK(k == 7 && !memcmp(out,
+                            "\xef\xbf\xbd\xef\xbf\xbd"
+                            "a",
+                            7));
     CHECK(tok_detok_flush(&d, out, sizeof out) == 3 && !memcmp(out, "\xef\xbf\xbd", 3));
     CHECK(tok_detok_flush(&d, out, sizeof out) == 0);
     /* surrogates and overlongs are invalid (ED A0 80, C0 80): never emitted raw */
@@ -421,9 +439,16 @@ static const spm_case SPM_CASES[] = {
     {"ROMEO:", {1, 870, 983}, 3},
     {"Hello world", {1, 329, 429, 963, 880}, 5},
     {" leading space", {1, 960, 283, 961, 350, 303, 428, 883}, 8},
-    {"First Citizen:\nBefore we proceed any further, hear me speak.", {1, 679, 339, 946, 983, 13, 1002, 961, 558, 340, 589, 315, 321, 804, 274, 376, 717, 975, 680, 324, 618, 984}, 22},
-    {"tabs\tand  double  spaces", {1, 259, 912, 966, 12, 414, 960, 280, 262, 484, 960, 428, 964, 978, 285}, 15},
-    {"caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe4\xb8\xad\xe6\x96\x87", {1, 281, 964, 977, 198, 172, 960, 243, 162, 169, 156, 960, 231, 187, 176, 233, 153, 138}, 18},
+    {"First Citizen:\nBefore we proceed any further, hear me speak.",
+     {1,   679, 339, 946, 983, 13,  1002, 961, 558, 340, 589,
+      315, 321, 804, 274, 376, 717, 975,  680, 324, 618, 984},
+     22},
+    {"tabs\tand  double  spaces",
+     {1, 259, 912, 966, 12, 414, 960, 280, 262, 484, 960, 428, 964, 978, 285},
+     15},
+    {"caf\xc3\xa9 \xf0\x9f\xa6\x99 \xe4\xb8\xad\xe6\x96\x87",
+     {1, 281, 964, 977, 198, 172, 960, 243, 162, 169, 156, 960, 231, 187, 176, 233, 153, 138},
+     18},
     {"", {1}, 1},
     {"trailing  ", {1, 259, 366, 439, 303, 960, 960}, 7},
 };
@@ -464,9 +489,33 @@ static void test_random_bytes(void) {
     size_t n_files;
     char **names = list_vocabs(&n_files);
     CHECK(n_files > 0);
-    static const char *PIECES[] = {" ", "  ", "\n", "\r\n", "\t", "'s", "'LL", "a", "Z", "3", "333", "é",
-                                   "\xe2\x96\x81", "ö", "🦙", "中", "\xc2\xa0", "\xe3\x80\x80", "!", "``",
-                                   "<s>", "</s>", "<|endoftext|>", "\xff", "\xc3", "\xed\xa0\x80", "\xf4\x90\x80\x80"};
+    static const char *PIECES[] = {" ",
+                                   "  ",
+                                   "\n",
+                                   "\r\n",
+                                   "\t",
+                                   "'s",
+                                   "'LL",
+                                   "a",
+                                   "Z",
+                                   "3",
+                                   "333",
+                                   "é",
+                                   "\xe2\x96\x81",
+                                   "ö",
+                                   "🦙",
+                                   "中",
+                                   "\xc2\xa0",
+                                   "\xe3\x80\x80",
+                                   "!",
+                                   "``",
+                                   "<s>",
+                                   "</s>",
+                                   "<|endoftext|>",
+                                   "\xff",
+                                   "\xc3",
+                                   "\xed\xa0\x80",
+                                   "\xf4\x90\x80\x80"};
     char buf[600];
     for (size_t fi = 0; fi < n_files; fi++) {
         char path[1024];
@@ -535,8 +584,12 @@ static void gput(gbuf *b, const void *s, size_t n) {
     memcpy(b->p + b->n, s, n);
     b->n += n;
 }
-static void gu32(gbuf *b, uint32_t v) { gput(b, &v, 4); }
-static void gu64(gbuf *b, uint64_t v) { gput(b, &v, 8); }
+static void gu32(gbuf *b, uint32_t v) {
+    gput(b, &v, 4);
+}
+static void gu64(gbuf *b, uint64_t v) {
+    gput(b, &v, 8);
+}
 static void gstr(gbuf *b, const char *s) {
     gu64(b, strlen(s));
     gput(b, s, strlen(s));
@@ -593,7 +646,15 @@ static void test_bad_vocab(void) {
     char err[256];
     tokenizer *t;
     gbuf b = {0};
-    static const char *const BPE_TOKS[] = {"a", "b", "c", "ab", "abc", "\xc4\xa0", "\xc4\xa0" "a", "<|x|>"};
+    static const char *const BPE_TOKS[] = {"a",
+                                           "b",
+                                           "c",
+                                           "ab",
+                                           "abc",
+                                           "\xc4\xa0",
+                                           "\xc4\xa0"
+                                           "a",
+                                           "<|x|>"};
     static const char *const MERGES[] = {"a b", "ab c", "\xc4\xa0 a", "nosplit", " leading", "zz qq", "a b"};
 
     /* gpt2 without merges */
@@ -674,7 +735,8 @@ static void test_speed(void) {
     if (!t) return;
     size_t n = 1 << 20;
     char *text = malloc(n);
-    static const char *WORDS[] = {"the ", "quick ", "brown ", "fox ", "123 ", "über ", "中文 ", "\n", "naïve, "};
+    static const char *WORDS[] = {"the ",  "quick ", "brown ", "fox ",   "123 ",
+                                  "über ", "中文 ",  "\n",     "naïve, "};
     size_t k = 0;
     while (k + 16 < n) {
         const char *w = WORDS[rnd() % 9];
@@ -697,13 +759,19 @@ static void test_speed(void) {
     CHECK(tok_encode(t, text, 1 << 18, 0, &ids, &n_ids) == 0);
     free(ids);
     /* many user-defined tokens in the text: ö and ø are added tokens of this vocab */
-    for (size_t i = 0; i + 4 <= (1 << 18); i += 4) memcpy(text + i, i % 8 ? "\xc3\xb6" "a " : "\xc3\xb8" "b ", 4);
+    for (size_t i = 0; i + 4 <= (1 << 18); i += 4)
+        memcpy(text + i,
+               i % 8 ? "\xc3\xb6"
+                       "a "
+                     : "\xc3\xb8"
+                       "b ",
+               4);
     CHECK(tok_encode(t, text, 1 << 18, 0, &ids, &n_ids) == 0);
     CHECK(n_ids > 0 && ids[0] == tok_find(t, "\xc3\xb8", 2));
     free(ids);
     double t_patho = ifd_now_s() - t0;
-    printf("  tok_create %.3f s (102400 tokens), encode 1 MiB %.3f s, 3 x 256 KiB pathological %.3f s\n", t_create,
-           t_enc, t_patho);
+    printf("  tok_create %.3f s (102400 tokens), encode 1 MiB %.3f s, 3 x 256 KiB pathological %.3f s\n",
+           t_create, t_enc, t_patho);
     /* generous bounds (sanitizer builds are slow); the printed numbers are the measure */
     CHECK(t_create < 5.0 && t_enc < 30.0 && t_patho < 30.0);
     free(text);
