@@ -2,7 +2,7 @@
 
 shared/models/shakespeare-target.gguf carries the vocabulary of
 shared/models/shakespeare1k.spm.model (SentencePiece BPE, 1,024 pieces, byte fallback,
-identity normalization). `inferd tokenize -m GGUF -f FILE` must give exactly the ids of
+identity normalization). `inferd tokenize -m GGUF -f FILE...` must give exactly the ids of
 sentencepiece's encode() on random strings: slices of Shakespeare, random words, runs of
 whitespace, digits, punctuation, and characters from many scripts (which exercise the
 byte fallback). llama.cpp's SPM algorithm agrees with SentencePiece on this vocabulary;
@@ -70,10 +70,19 @@ def test_spm_matches_sentencepiece(inferd_bin, shared_models, sp_model, tmp_path
     rng = random.Random(SEED)
     texts = ["", "ROMEO:", " leading", "trailing ", "a  b", "\n", "First Citizen:\nBefore we proceed."]
     texts += [random_text(rng, corpus) for _ in range(N_STRINGS)]
+    paths = []
+    for i, text in enumerate(texts):
+        paths.append(tmp_path / f"text{i:04d}.txt")
+        paths[-1].write_bytes(text.encode("utf-8"))
+    args = [str(inferd_bin), "tokenize", "-m", str(gguf)] + [a for p in paths for a in ("-f", str(p))]
+    r = subprocess.run(args, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    lines = r.stdout.decode().split("\n")
+    assert len(lines) == len(texts) + 1 and lines[-1] == ""
     mismatches = []
-    for text in texts:
+    for text, line in zip(texts, lines):
         want = sp_model.encode(text)
-        got = inferd_tokenize(inferd_bin, gguf, text, tmp_path)
+        got = [int(x) for x in line.split()]
         if got != want:
             mismatches.append((text, want, got))
     for text, want, got in mismatches[:10]:
@@ -99,3 +108,22 @@ def test_cli_errors(inferd_bin, shared_models, tmp_path):
         assert r.returncode == 1, args
         assert r.stdout == b""
         assert len(r.stderr.decode().strip().splitlines()) == 1, r.stderr
+
+
+def test_cli_several_files(inferd_bin, shared_models, sp_model, tmp_path):
+    gguf = shared_models / "shakespeare-target.gguf"
+    texts = ["ROMEO:\n", "", "  two  spaces", "last line without newline"]
+    args = [str(inferd_bin), "tokenize", "-m", str(gguf)]
+    for i, text in enumerate(texts):
+        p = tmp_path / f"t{i}.txt"
+        p.write_bytes(text.encode())
+        args += ["-f", str(p)]
+    r = subprocess.run(args, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().split("\n")
+    assert lines[-1] == "" and len(lines) == len(texts) + 1
+    for text, line in zip(texts, lines):
+        assert [int(x) for x in line.split()] == sp_model.encode(text)
+    # TEXT and -f do not mix
+    r = subprocess.run(args + ["extra"], capture_output=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == b""
