@@ -44,7 +44,7 @@ typedef enum tok_type {
 
 enum {
     TOK_ENC_ADD_BOS = 1 << 0,       /* prepend BOS if the vocabulary asks for it (add_bos_token) */
-    TOK_ENC_PARSE_SPECIAL = 1 << 1, /* match control/user-defined tokens in the text */
+    TOK_ENC_PARSE_SPECIAL = 1 << 1, /* also match control/unknown tokens in the text */
     TOK_ENC_ADD_EOS = 1 << 2,       /* append EOS if the vocabulary asks for it (add_eos_token) */
 };
 
@@ -54,7 +54,9 @@ int tok_create(tokenizer **out, const gguf_file *f, char *err, size_t err_bytes)
 void tok_destroy(tokenizer *t); /* accepts NULL */
 
 /* Encode n bytes of text (need not be valid UTF-8: invalid bytes are encoded as
- * byte tokens / U+FFFD the way llama.cpp does). *ids is malloc'ed; caller frees. */
+ * byte tokens / U+FFFD the way llama.cpp does). *ids is malloc'ed (also when there are
+ * no ids); caller frees. IFD_ERR_LIMIT above 256 MiB of text. The flags together give
+ * llama.cpp's add_special (ADD_BOS | ADD_EOS) and parse_special. */
 int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, int32_t **ids, size_t *n_ids);
 
 tok_kind tok_get_kind(const tokenizer *t);
