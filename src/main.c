@@ -11,6 +11,7 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
+    {"serve", cli_serve, "OpenAI-compatible HTTP server: [-m FILE] [--host H] [--port P] ... (serve --help)"},
     {"generate", cli_generate, "generate a completion: -m FILE -p TEXT [-n N] [--temp T] [--seed S] [--ids]"},
     {"tokenize", cli_tokenize, "print token ids: -m FILE [--bos] (TEXT | -f TEXTFILE)"},
     {"info", cli_info, "describe a model file: -m FILE"},

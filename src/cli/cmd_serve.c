@@ -2,6 +2,6 @@
  * Options: `inferd serve --help`. Main thread. */
 #include "../server/server.h"
 
-int cli_serve(int argc, char **argv); /* declared in cli.h once `serve` is registered */
+#include "cli.h"
 
 int cli_serve(int argc, char **argv) { return server_main(argc, argv); }
