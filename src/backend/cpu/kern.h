@@ -35,10 +35,20 @@ typedef struct kern_table {
     /* out = silu(gate) * up */
     void (*swiglu)(float *out, const float *gate, const float *up, int32_t n);
     /* Attention of the g query heads q[g][hd] (one token, heads sharing KV head kvh)
-     * over keys 0..n_keys-1 of the paged cache. out: [g][hd]. scratch: >= g * n_keys. */
+     * over keys 0..n_keys-1 of the paged cache. out: [g][hd]. scratch: >= (g + 2) * n_keys floats. */
     void (*attn)(float *out, const float *q, int32_t g, int32_t n_keys, const kv_view *kv,
                  int32_t kvh, const int32_t *block_table, float scale, float *scratch);
+    /* Optional (NULL: use attn per token): qt consecutive query tokens x g heads; token
+     * i's rows at q/out + i * tok_stride, keys 0..n_keys[i]-1. Each row's result equals
+     * what the same kernel computes for that row in any other tile.
+     * scratch: >= (qt * g + 1) * max(n_keys) + qt * g floats. */
+    void (*attn_tile)(float *out, const float *q, size_t tok_stride, int32_t qt, int32_t g,
+                      const int32_t *n_keys, const kv_view *kv, int32_t kvh,
+                      const int32_t *block_table, float scale, float *scratch);
 } kern_table;
+
+/* Query tokens per attention tile (attn_tile). */
+#define KERN_ATTN_QT 4
 
 /* Per-thread gemm scratch: a tile of up to 4 dequantized K-quant rows of K floats. */
 #define KERN_GEMM_SCRATCH_FLOATS(K) ((size_t)4 * (size_t)(K))

@@ -478,57 +478,173 @@ static void k5_swiglu(float *out, const float *gate, const float *up, int32_t n)
 
 #define MAX_HD16 16 /* head_dim up to 256 */
 
-static void k5_attn(float *out, const float *q, int32_t g, int32_t n_keys, const kv_view *kv,
-                    int32_t kvh, const int32_t *block_table, float scale, float *scratch) {
-    const int32_t hd = kv->head_dim, bs = kv->block_size, nv = hd / 16;
+/* out[i] = sum of the 16 lanes of v[i], for 16 vectors (a fixed shuffle/add tree). */
+AI __m512 hsum16x16(const __m512 *v) {
+    __m512 w[8], x[4];
+    for (int k = 0; k < 8; k++)
+        w[k] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]),
+                             _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]));
+    for (int k = 0; k < 4; k++) {
+        const __m512d a = _mm512_castps_pd(w[2 * k]), b = _mm512_castps_pd(w[2 * k + 1]);
+        x[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    const __m512 z0 = _mm512_add_ps(_mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512 z1 = _mm512_add_ps(_mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Raw scores q.k of keys p0 .. p0+nk-1 (nk <= 16; the other lanes are 0). NV = head_dim/16,
+ * a constant in the hot instantiations so the 16 accumulators stay in registers. */
+AI __m512 scores16(const int32_t NV, const __m512 *qv, const float *kbase, size_t slot_stride,
+                   const int32_t *slots, int32_t p0, int32_t nk) {
+    __m512 acc[16];
+    for (int32_t i = 0; i < 16; i++) {
+        const int32_t p = p0 + IFD_MIN(i, nk - 1); /* past the end: recompute the last key */
+        const float *kp = kbase + (size_t)slots[p] * slot_stride;
+        __m512 a = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kp));
+        for (int32_t c = 1; c < NV; c++) a = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kp + 16 * c), a);
+        acc[i] = a;
+    }
+    return hsum16x16(acc);
+}
+
+/* Query rows r < R of a tile: token r / g, head r % g. */
+typedef struct attn_rows {
+    const float *q;
+    float *out;
+    size_t tok_stride;
+    int32_t g, hd;
+    const int32_t *n_keys; /* per token */
+} attn_rows;
+
+/* PV for RC rows at once: acc[rr] += w_rr[p] * v_p over each row's own keys, in key
+ * order (keys every row has go through the shared loop, the rest row by row: the
+ * per-row FMA sequence is the same either way). */
+AI void pv_rows(const int32_t RC, const int32_t NV, const attn_rows *ar, int32_t r0,
+                const float *sc, size_t sc_stride, const float *inv, const float *vbase,
+                size_t slot_stride, const int32_t *slots) {
+    __m512 acc[4][MAX_HD16];
+    int32_t nk[4], kmin = INT32_MAX;
+    for (int32_t rr = 0; rr < RC; rr++) {
+        nk[rr] = ar->n_keys[(r0 + rr) / ar->g];
+        kmin = IFD_MIN(kmin, nk[rr]);
+        for (int32_t c = 0; c < NV; c++) acc[rr][c] = _mm512_setzero_ps();
+    }
+    int32_t p = 0;
+    for (; p < kmin; p++) {
+        const float *vp = vbase + (size_t)slots[p] * slot_stride;
+        __m512 v[MAX_HD16];
+        for (int32_t c = 0; c < NV; c++) v[c] = _mm512_loadu_ps(vp + 16 * c);
+        for (int32_t rr = 0; rr < RC; rr++) {
+            const __m512 wgt = _mm512_set1_ps(sc[(size_t)(r0 + rr) * sc_stride + p]);
+            for (int32_t c = 0; c < NV; c++) acc[rr][c] = _mm512_fmadd_ps(wgt, v[c], acc[rr][c]);
+        }
+    }
+    for (int32_t rr = 0; rr < RC; rr++) {
+        const float *w = sc + (size_t)(r0 + rr) * sc_stride;
+        for (int32_t k = p; k < nk[rr]; k++) {
+            const float *vp = vbase + (size_t)slots[k] * slot_stride;
+            const __m512 wgt = _mm512_set1_ps(w[k]);
+            for (int32_t c = 0; c < NV; c++)
+                acc[rr][c] = _mm512_fmadd_ps(wgt, _mm512_loadu_ps(vp + 16 * c), acc[rr][c]);
+        }
+        const int32_t r = r0 + rr;
+        float *oh = ar->out + (size_t)(r / ar->g) * ar->tok_stride + (size_t)(r % ar->g) * ar->hd;
+        const __m512 vinv = _mm512_set1_ps(inv[r]);
+        for (int32_t c = 0; c < NV; c++) _mm512_storeu_ps(oh + 16 * c, _mm512_mul_ps(acc[rr][c], vinv));
+    }
+}
+
+/* A tile of qt consecutive query tokens x g heads over one KV head: K and V rows are
+ * fetched once per tile instead of once per query row. Two-pass softmax per row. */
+static void k5_attn_tile(float *out, const float *q, size_t tok_stride, int32_t qt, int32_t g,
+                         const int32_t *n_keys, const kv_view *kv, int32_t kvh,
+                         const int32_t *block_table, float scale, float *scratch) {
+    const int32_t hd = kv->head_dim, bs = kv->block_size, nv = hd / 16, R = qt * g;
+    int32_t nmax = 0;
+    for (int32_t i = 0; i < qt; i++) nmax = IFD_MAX(nmax, n_keys[i]);
     if (hd % 16 || nv > MAX_HD16) {
-        kern_scalar_table.attn(out, q, g, n_keys, kv, kvh, block_table, scale, scratch);
+        for (int32_t i = 0; i < qt; i++)
+            kern_scalar_table.attn(out + (size_t)i * tok_stride, q + (size_t)i * tok_stride, g,
+                                   n_keys[i], kv, kvh, block_table, scale, scratch);
         return;
     }
     const size_t slot_stride = (size_t)kv->n_kv_heads * hd;
     const float *kbase = kv->k + (size_t)kvh * hd, *vbase = kv->v + (size_t)kvh * hd;
-    for (int32_t h = 0; h < g; h++) {
-        const float *qh = q + (size_t)h * hd;
-        float *sc = scratch + (size_t)h * n_keys;
-        __m512 qv[MAX_HD16];
-        for (int32_t c = 0; c < nv; c++) qv[c] = _mm512_loadu_ps(qh + 16 * c);
-        float max = -INFINITY;
-        for (int32_t p = 0; p < n_keys; p++) {
-            const size_t slot = (size_t)block_table[p / bs] * bs + p % bs;
-            const float *kp = kbase + slot * slot_stride;
-            __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kp));
-            for (int32_t c = 1; c < nv; c++) acc = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kp + 16 * c), acc);
-            const float s = _mm512_reduce_add_ps(acc) * scale;
-            sc[p] = s;
-            max = s > max ? s : max;
+    const size_t sc_stride = (size_t)nmax;
+    float *sc = scratch;                                   /* [R][nmax] */
+    float *inv = scratch + (size_t)R * nmax;               /* [R] */
+    int32_t *slots = (int32_t *)(inv + R);                 /* [nmax] */
+    for (int32_t p = 0, b = 0, o = 0; p < nmax; p++) {
+        slots[p] = block_table[b] * bs + o;
+        if (++o == bs) {
+            o = 0;
+            b++;
         }
-        const __m512 vmax = _mm512_set1_ps(max);
-        __m512 vsum = _mm512_setzero_ps();
-        int32_t p = 0;
-        for (; p + 16 <= n_keys; p += 16) {
-            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(sc + p), vmax));
-            _mm512_storeu_ps(sc + p, e);
-            vsum = _mm512_add_ps(vsum, e);
-        }
-        if (p < n_keys) {
-            const __mmask16 m = (__mmask16)((1u << (n_keys - p)) - 1);
-            const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, sc + p), vmax)));
-            _mm512_mask_storeu_ps(sc + p, m, e);
-            vsum = _mm512_add_ps(vsum, e);
-        }
-        const float inv = 1.0f / _mm512_reduce_add_ps(vsum);
-        __m512 o[MAX_HD16];
-        for (int32_t c = 0; c < nv; c++) o[c] = _mm512_setzero_ps();
-        for (p = 0; p < n_keys; p++) {
-            const size_t slot = (size_t)block_table[p / bs] * bs + p % bs;
-            const float *vp = vbase + slot * slot_stride;
-            const __m512 wgt = _mm512_set1_ps(sc[p]);
-            for (int32_t c = 0; c < nv; c++) o[c] = _mm512_fmadd_ps(wgt, _mm512_loadu_ps(vp + 16 * c), o[c]);
-        }
-        const __m512 vinv = _mm512_set1_ps(inv);
-        float *oh = out + (size_t)h * hd;
-        for (int32_t c = 0; c < nv; c++) _mm512_storeu_ps(oh + 16 * c, _mm512_mul_ps(o[c], vinv));
     }
+    const attn_rows ar = {.q = q, .out = out, .tok_stride = tok_stride, .g = g, .hd = hd, .n_keys = n_keys};
+    /* scores, 16 keys at a time; a key block is reused from L1 by every row */
+    for (int32_t p0 = 0; p0 < nmax; p0 += 16) {
+        for (int32_t r = 0; r < R; r++) {
+            const int32_t nkr = n_keys[r / g];
+            if (p0 >= nkr) continue;
+            const int32_t nk = IFD_MIN(16, nkr - p0);
+            const float *qh = q + (size_t)(r / g) * tok_stride + (size_t)(r % g) * hd;
+            __m512 qv[MAX_HD16];
+            for (int32_t c = 0; c < nv; c++) qv[c] = _mm512_loadu_ps(qh + 16 * c);
+            __m512 sv;
+            if (nv == 4) sv = scores16(4, qv, kbase, slot_stride, slots, p0, nk);
+            else if (nv == 8) sv = scores16(8, qv, kbase, slot_stride, slots, p0, nk);
+            else sv = scores16(nv, qv, kbase, slot_stride, slots, p0, nk);
+            sv = _mm512_mul_ps(sv, _mm512_set1_ps(scale));
+            _mm512_mask_storeu_ps(sc + (size_t)r * sc_stride + p0, (__mmask16)((1u << nk) - 1), sv);
+        }
+    }
+    /* softmax numerators per row; inv = 1 / sum */
+    for (int32_t r = 0; r < R; r++) {
+        float *s = sc + (size_t)r * sc_stride;
+        const int32_t nk = n_keys[r / g];
+        __m512 vmx = _mm512_set1_ps(-INFINITY);
+        int32_t p = 0;
+        for (; p + 16 <= nk; p += 16) vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(s + p));
+        const __mmask16 mt = (__mmask16)((1u << (nk - p)) - 1);
+        if (p < nk) vmx = _mm512_mask_max_ps(vmx, mt, vmx, _mm512_maskz_loadu_ps(mt, s + p));
+        const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
+        __m512 vsum = _mm512_setzero_ps();
+        for (p = 0; p + 16 <= nk; p += 16) {
+            const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + p), vmax));
+            _mm512_storeu_ps(s + p, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        if (p < nk) {
+            const __m512 e = _mm512_maskz_mov_ps(mt, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mt, s + p), vmax)));
+            _mm512_mask_storeu_ps(s + p, mt, e);
+            vsum = _mm512_add_ps(vsum, e);
+        }
+        inv[r] = 1.0f / _mm512_reduce_add_ps(vsum);
+    }
+    /* weighted sum of V: rows in chunks that fit the registers */
+    int32_t r = 0;
+    if (nv <= 4) {
+        for (; r + 4 <= R; r += 4)
+            nv == 4 ? pv_rows(4, 4, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots)
+                    : pv_rows(4, nv, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots);
+    } else if (nv <= 8) {
+        for (; r + 2 <= R; r += 2)
+            nv == 8 ? pv_rows(2, 8, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots)
+                    : pv_rows(2, nv, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots);
+    }
+    for (; r < R; r++) pv_rows(1, nv, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots);
+}
+
+static void k5_attn(float *out, const float *q, int32_t g, int32_t n_keys, const kv_view *kv,
+                    int32_t kvh, const int32_t *block_table, float scale, float *scratch) {
+    k5_attn_tile(out, q, (size_t)g * kv->head_dim, 1, g, &n_keys, kv, kvh, block_table, scale,
+                 scratch);
 }
 
 static const kern_table k5_table = {
@@ -539,6 +655,7 @@ static const kern_table k5_table = {
     .rmsnorm = k5_rmsnorm,
     .swiglu = k5_swiglu,
     .attn = k5_attn,
+    .attn_tile = k5_attn_tile,
 };
 
 #if defined(__clang__)

@@ -107,7 +107,8 @@ int ops_ctx_reserve(ops_ctx *c, int32_t max_tokens, int64_t max_cols, int32_t ma
     size_t act = 0, g = 0, a = 0, have;
     if (!ifd_mul_ok(row, (size_t)IFD_MAX(max_tokens, 1), &act)) return IFD_ERR_NOMEM;
     const size_t g_floats = KERN_GEMM_SCRATCH_FLOATS(cols);
-    const size_t a_floats = (size_t)IFD_MAX(max_keys, 1) * (size_t)IFD_MAX(max_group, 1);
+    const size_t rows = (size_t)KERN_ATTN_QT * (size_t)IFD_MAX(max_group, 1);
+    const size_t a_floats = (size_t)IFD_MAX(max_keys, 1) * (rows + 2) + rows;
     if (!ifd_mul_ok(g_floats * sizeof(float), (size_t)c->n_threads, &g) ||
         !ifd_mul_ok(a_floats * sizeof(float), (size_t)c->n_threads, &a))
         return IFD_ERR_NOMEM;
@@ -274,27 +275,46 @@ typedef struct attn_job {
     float *out;
     const float *q;
     const int32_t *seq_start, *pos, *block_tables;
-    int32_t n_seqs, n_heads, max_blocks, group;
+    int32_t n_seqs, n_heads, max_blocks, group, qt;
     const kv_view *kv;
-    int32_t n_items; /* n_tokens * n_kv_heads */
     float scale;
 } attn_job;
 
+/* Items in sequence order: (sequence, tile of qt query tokens, kv head). */
+static int32_t attn_seq_items(const attn_job *j, int32_t s) {
+    const int32_t n_q = j->seq_start[s + 1] - j->seq_start[s];
+    return (n_q + j->qt - 1) / j->qt * j->kv->n_kv_heads;
+}
+
 static void attn_task(void *p, int32_t task, int32_t n_tasks, int32_t thread) {
     const attn_job *j = p;
+    int32_t total = 0;
+    for (int32_t s = 0; s < j->n_seqs; s++) total += attn_seq_items(j, s);
     const int32_t nkv = j->kv->n_kv_heads, hd = j->kv->head_dim;
-    const int32_t i0 = (int32_t)((int64_t)j->n_items * task / n_tasks);
-    const int32_t i1 = (int32_t)((int64_t)j->n_items * (task + 1) / n_tasks);
+    const int32_t i0 = (int32_t)((int64_t)total * task / n_tasks);
+    const int32_t i1 = (int32_t)((int64_t)total * (task + 1) / n_tasks);
     float *scr = j->c->attn_scr + (size_t)thread * j->c->attn_scr_floats;
-    int32_t s = 0;
+    const size_t tok_stride = (size_t)j->n_heads * hd;
+    int32_t s = 0, base = 0;
     for (int32_t it = i0; it < i1; it++) {
-        const int32_t t = it / nkv, kvh = it % nkv;
-        while (t >= j->seq_start[s + 1]) s++;
-        const int32_t n_keys = j->pos[t] + 1;
-        IFD_ASSERT((size_t)n_keys * (size_t)j->group <= j->c->attn_scr_floats);
-        const size_t off = ((size_t)t * j->n_heads + (size_t)kvh * j->group) * hd;
-        j->c->k->attn(j->out + off, j->q + off, j->group, n_keys, j->kv, kvh,
-                      j->block_tables + (size_t)s * j->max_blocks, j->scale, scr);
+        while (it >= base + attn_seq_items(j, s)) base += attn_seq_items(j, s++);
+        const int32_t local = it - base, tile = local / nkv, kvh = local % nkv;
+        const int32_t t0 = j->seq_start[s] + tile * j->qt;
+        const int32_t qt = IFD_MIN(j->qt, j->seq_start[s + 1] - t0);
+        int32_t n_keys[KERN_ATTN_QT];
+        for (int32_t i = 0; i < qt; i++) {
+            n_keys[i] = j->pos[t0 + i] + 1;
+            IFD_ASSERT((size_t)n_keys[i] * ((size_t)qt * j->group + 2) + (size_t)qt * j->group <=
+                       j->c->attn_scr_floats);
+        }
+        const size_t off = (size_t)t0 * tok_stride + (size_t)kvh * j->group * hd;
+        const int32_t *bt = j->block_tables + (size_t)s * j->max_blocks;
+        if (j->c->k->attn_tile)
+            j->c->k->attn_tile(j->out + off, j->q + off, tok_stride, qt, j->group, n_keys, j->kv,
+                               kvh, bt, j->scale, scr);
+        else
+            j->c->k->attn(j->out + off, j->q + off, j->group, n_keys[0], j->kv, kvh, bt, j->scale,
+                          scr);
     }
 }
 
@@ -305,13 +325,14 @@ void op_attention(ops_ctx *c, float *out, const float *q, int32_t n_seqs,
     IFD_ASSERT(seq_start[0] == 0 && n_heads % kv->n_kv_heads == 0);
     attn_job j = {.c = c, .out = out, .q = q, .seq_start = seq_start, .pos = pos,
                   .block_tables = block_tables, .n_seqs = n_seqs, .n_heads = n_heads,
-                  .max_blocks = max_blocks, .group = n_heads / kv->n_kv_heads, .kv = kv,
-                  .n_items = n_tokens * kv->n_kv_heads,
+                  .max_blocks = max_blocks, .group = n_heads / kv->n_kv_heads,
+                  .qt = c->k->attn_tile ? KERN_ATTN_QT : 1, .kv = kv,
                   .scale = 1.0f / sqrtf((float)kv->head_dim)};
+    int32_t items = 0;
+    for (int32_t s = 0; s < n_seqs; s++) items += attn_seq_items(&j, s);
     int64_t work = 0; /* keys x heads, to decide whether waking the pool pays */
     for (int32_t t = 0; t < n_tokens; t++) work += (int64_t)(pos[t] + 1) * n_heads;
-    const int32_t tasks =
-        work < 8192 ? 1 : IFD_MIN(j.n_items, c->n_threads * TASKS_PER_THREAD);
+    const int32_t tasks = work < 8192 ? 1 : IFD_MIN(items, c->n_threads * TASKS_PER_THREAD);
     tp_run(c->pool, attn_task, &j, tasks);
 }
 
