@@ -128,6 +128,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.kill()
         self.logf.close()
+        if self.proc.returncode == 0:  # keep the log of a server that failed
+            Path(self.logf.name).unlink(missing_ok=True)
         return self.proc.returncode
 
 

@@ -18,6 +18,9 @@ from server_util import Server, sse_events
 CHAT = "/v1/chat/completions"
 COMP = "/v1/completions"
 LONG = {"prompt": "ROMEO:", "max_tokens": 240, "ignore_eos": True, "temperature": 0}
+# The timing-dependent tests need generations that last a while even on a fast, idle
+# machine: the plain C reference kernels on one thread are the slowest engine there is.
+SLOW = ("--reference-kernels", "--threads", "1")
 
 
 def stream_chat(s: Server, max_tokens=32, seed=None, out=None, idx=0, started=None):
@@ -57,7 +60,7 @@ def check_stream(evs):
 
 @pytest.fixture(scope="module")
 def srv():
-    s = Server()
+    s = Server(*SLOW)
     yield s
     assert s.stop() == 0
 
@@ -146,7 +149,7 @@ def _post_status(s, path, body, out, i):
 
 
 def test_overload_503_retry_after():
-    s = Server("--max-num-seqs", "1", "--max-waiting-requests", "1", "--retry-after", "3")
+    s = Server(*SLOW, "--max-num-seqs", "1", "--max-waiting-requests", "1", "--retry-after", "3")
     try:
         out = [None] * 6
         th = [threading.Thread(target=_post_status, args=(s, COMP, LONG, out, i)) for i in range(6)]
@@ -166,7 +169,7 @@ def test_overload_503_retry_after():
 
 
 def test_queue_timeout_and_keepalive():
-    s = Server("--max-num-seqs", "1", "--queue-timeout", "0.4", "--keepalive-interval", "0.1")
+    s = Server(*SLOW, "--max-num-seqs", "1", "--queue-timeout", "0.2", "--keepalive-interval", "0.05")
     try:
         out = [None] * 2
         t0 = threading.Thread(target=_post_status, args=(s, COMP, LONG, out, 0))
@@ -200,7 +203,7 @@ def test_queue_timeout_and_keepalive():
 
 
 def test_sigterm_drains_streams():
-    s = Server("--max-num-seqs", "4", "--shutdown-timeout", "60")
+    s = Server(*SLOW, "--max-num-seqs", "4", "--shutdown-timeout", "60")
     out = [None] * 8
     started = [threading.Event() for _ in range(8)]
     th = [threading.Thread(target=stream_chat, args=(s, 200, i, out, i, started)) for i in range(8)]
@@ -227,7 +230,7 @@ def test_sigterm_drains_streams():
 
 
 def test_sigterm_timeout_aborts():
-    s = Server("--max-num-seqs", "1", "--shutdown-timeout", "0.3")
+    s = Server(*SLOW, "--max-num-seqs", "1", "--shutdown-timeout", "0.3")
     out = [None] * 2
     th = [threading.Thread(target=_post_status, args=(s, COMP, LONG, out, i)) for i in range(2)]
     for t in th:
@@ -240,3 +243,21 @@ def test_sigterm_timeout_aborts():
     fr = [json.loads(o[2])["choices"][0]["finish_reason"] for o in out if o[0] == 200]
     assert "abort" in fr, out
     s.stop()
+
+
+def test_per_client_limit_429():
+    s = Server(*SLOW, "--max-requests-per-client", "1", "--retry-after", "2")
+    try:
+        out = [None] * 2
+        t0 = threading.Thread(target=_post_status, args=(s, COMP, LONG, out, 0))
+        t0.start()
+        time.sleep(0.15)
+        st, h, d = s.request("POST", COMP, {"prompt": "ROMEO:", "max_tokens": 2})
+        t0.join(120)
+        assert out[0][0] == 200
+        assert st == 429 and h["retry-after"] == "2", d
+        assert json.loads(d)["error"]["code"] == "rate_limit_exceeded"
+        # the slot comes back once the first request's connection is done with it
+        assert wait_for(lambda: s.request("POST", COMP, {"prompt": "ROMEO:", "max_tokens": 2})[0] == 200, 10)
+    finally:
+        assert s.stop() == 0
