@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""gen_unicode_tables.py — write src/tokenizer/unicode_data.c from Python's unicodedata.
+r"""gen_unicode_tables.py — write src/tokenizer/unicode_data.c from Python's unicodedata.
 
 The tokenizer's pre-tokenizers need, for every code point, the general-category
-family (\\p{L}, \\p{N}, \\p{P}, \\p{S}, \\p{M}, separators, controls, unassigned) and
+family (\p{L}, \p{N}, \p{P}, \p{S}, \p{M}, separators, controls, unassigned) and
 whether it is White_Space. We store that as sorted ranges of equal flags (binary
 search at run time) plus the GPT-2 byte <-> code point tables used by byte-level BPE.
 
-Usage:  python3 tools/gen_unicode_tables.py [OUT.c]   (default: src/tokenizer/unicode_data.c)
+Usage:  python3.13 tools/gen_unicode_tables.py [--any-version] [OUT.c]
+        (default output: src/tokenizer/unicode_data.c)
 
-The Unicode version is whatever this Python ships (unicodedata.unidata_version); it is
-written into the file. Lowercase mapping and NFD are not generated: the pre-tokenizers
-only lower-case ASCII letters after an apostrophe (no non-ASCII code point lower-cases
-to one of s/t/m/d/r/e/v/l), and no supported family normalizes.
+The tables come from this Python's unicodedata, whose Unicode version is written into
+the file. llama.cpp's tables are Unicode 15.1 (a CJK Extension I letter such as U+2EBF0
+is \p{L} there, a Unicode 16 letter such as U+10D50 is not), which is Python 3.13's;
+any other version is refused unless --any-version is given.
+
+Lowercase mapping and NFD are not generated: the pre-tokenizers only lower-case ASCII
+letters after an apostrophe (no non-ASCII code point lower-cases to one of
+s/t/m/d/r/e/v/l), and no supported family normalizes.
 """
 from __future__ import annotations
 
@@ -73,9 +78,17 @@ def gpt2_byte_to_cpt() -> list[int]:
     return out
 
 
+WANT_VERSION = "15.1.0"
+
+
 def main() -> int:
     root = Path(__file__).resolve().parents[1]
-    out_path = Path(sys.argv[1]) if len(sys.argv) > 1 else root / "src/tokenizer/unicode_data.c"
+    args = [a for a in sys.argv[1:] if a != "--any-version"]
+    if unicodedata.unidata_version != WANT_VERSION and "--any-version" not in sys.argv[1:]:
+        print(f"gen_unicode_tables: this Python has Unicode {unicodedata.unidata_version}, llama.cpp uses "
+              f"{WANT_VERSION} (Python 3.13); rerun with python3.13 or pass --any-version", file=sys.stderr)
+        return 1
+    out_path = Path(args[0]) if args else root / "src/tokenizer/unicode_data.c"
     ws = set(WHITE_SPACE)
 
     starts: list[int] = []
