@@ -7,6 +7,7 @@
  *  - the incremental detokenizer's UTF-8 holdback and U+FFFD replacement;
  *  - the Shakespeare SPM vocabulary against ids produced by the sentencepiece package;
  *  - hostile inputs (random bytes) and hostile vocabularies (built in memory);
+ *  - the pre-tokenizer of every family on fixed strings, and the Unicode tables;
  *  - timing of tok_create on the largest vocabulary and of a long encode.
  * Single-threaded. */
 #define _GNU_SOURCE
@@ -15,7 +16,9 @@
 
 #include "model/gguf.h"
 #include "test_util.h"
+#include "tokenizer/pretok.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "util/common.h"
 
 #define VOCAB_DIR INFERD_SHARED_DIR "/tokenizer-tests"
@@ -296,6 +299,161 @@ static void test_roundtrip(void) {
         if (ok) free_case(&c);
     }
     free_names(names, n_files);
+}
+
+/* ---- pre-tokenizers and Unicode tables ---------------------------------------------------- */
+
+/* Word splits of every family, pinned. The ids these strings give with the GPT-2 vocabulary
+ * under each tokenizer.ggml.pre were checked equal to llama.cpp's (llama-cpp-python 0.3.36),
+ * as tests/python/test_tokenizer_llamacpp.py does for random strings. */
+typedef struct pretok_case {
+    pretok_type type;
+    int input;
+    const char *want; /* words joined by '|' */
+} pretok_case;
+
+static const char *const PRETOK_INPUTS[] = {
+    "Hello's WORLD'LL  x 12345 \t\n\n  !!?? \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97 \xc7\x85"
+    "a \xc2\xbd"
+    "3 $+<=>^`~| \xc3\xa9\xc2\xa0"
+    "b\r\n",
+    "I've been 'told he's there, 'RE you sure? We'Ve a'lL",
+    "   3.3 3..3 3...3  \n \n\n",
+    "\xe3\x80\x80x\xe3\x80\x82 \xe3\x80\x80",
+    "a\xf0\xae\xaf\xb0"
+    "b \xf0\x90\xb5\x90"
+    "c",
+};
+static const pretok_case PRETOK_CASES[] = {
+    {PRETOK_DEFAULT, 0,
+     "Hello|'|s| WORLD|'|LL| | x| |123|45| \t\n\n  |!!??| \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97| \xc7\x85"
+     "a| |\xc2\xbd"
+     "3| |$+<=>^|`|~|| \xc3\xa9|\xc2\xa0|b|\r\n"},
+    {PRETOK_GPT2, 0,
+     "Hello|'s| WORLD|'|LL| | x| 12345| \t\n\n | !!??| \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97| \xc7\x85"
+     "a| \xc2\xbd"
+     "3| $+<=>^`~|| \xc3\xa9|\xc2\xa0|b|\r\n"},
+    {PRETOK_LLAMA3, 0,
+     "Hello|'s| WORLD|'LL| | x| |123|45| \t\n\n| | !!??| \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97| \xc7\x85"
+     "a| |\xc2\xbd"
+     "3| $+<=>^`~|| \xc3\xa9|\xc2\xa0"
+     "b|\r\n"},
+    {PRETOK_QWEN2, 0,
+     "Hello|'s| WORLD|'LL| | x| |1|2|3|4|5| \t\n\n| | !!??| \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97| \xc7\x85"
+     "a| |\xc2\xbd|3| $+<=>^`~|| \xc3\xa9|\xc2\xa0"
+     "b|\r\n"},
+    {PRETOK_DEEPSEEK_LLM, 0,
+     "Hello|'|s| WORLD|'|LL| | x| |12345| \t|\n|\n| | !!??| |\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97| "
+     "\xc7\x85|a| |\xc2\xbd"
+     "3| $+<=>^`~|| \xc3\xa9|\xc2\xa0"
+     "b|\r|\n"},
+    {PRETOK_DEEPSEEK_CODER, 0,
+     "Hello|'|s| WORLD|'|LL| | x| |1|2|3|4|5| \t|\n|\n| | !!??| |\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97| "
+     "\xc7\x85"
+     "a| |\xc2\xbd|3| $+<=>^`~|| \xc3\xa9|\xc2\xa0"
+     "b|\r|\n"},
+    {PRETOK_FALCON, 0,
+     "Hello|'|s| WORLD|'|LL| | x| |123|45| \t\n\n  |!!??| \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97| \xc7\x85"
+     "a| \xc2\xbd"
+     "3| |$+<=>^`~|| \xc3\xa9|\xc2\xa0|b|\r\n"},
+    {PRETOK_STARCODER, 0,
+     "Hello|'s| WORLD|'|LL| | x| |1|2|3|4|5| \t\n\n | !!??| \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97| \xc7\x85"
+     "a| |\xc2\xbd|3| $+<=>^`~|| \xc3\xa9|\xc2\xa0|b|\r\n"},
+    {PRETOK_DEFAULT, 1, "I|'|ve| been| |'|told| he|'|s| there|,| |'|RE| you| sure|?| We|'|Ve| a|'|lL"},
+    {PRETOK_GPT2, 1, "I|'ve| been| '|told| he|'s| there|,| '|RE| you| sure|?| We|'|Ve| a|'|lL"},
+    {PRETOK_LLAMA3, 1, "I|'ve| been| '|told| he|'s| there|,| '|RE| you| sure|?| We|'Ve| a|'lL"},
+    {PRETOK_QWEN2, 1, "I|'ve| been| '|told| he|'s| there|,| '|RE| you| sure|?| We|'Ve| a|'lL"},
+    {PRETOK_DEEPSEEK_LLM, 1, "I|'|ve| been| '|told| he|'|s| there|,| '|RE| you| sure|?| We|'|Ve| a|'|lL"},
+    {PRETOK_DEEPSEEK_CODER, 1, "I|'|ve| been| '|told| he|'|s| there|,| '|RE| you| sure|?| We|'|Ve| a|'|lL"},
+    {PRETOK_FALCON, 1, "I|'|ve| been| |'|told| he|'|s| there|,| |'|RE| you| sure|?| We|'|Ve| a|'|lL"},
+    {PRETOK_STARCODER, 1, "I|'ve| been| '|told| he|'s| there|,| '|RE| you| sure|?| We|'|Ve| a|'|lL"},
+    {PRETOK_DEFAULT, 2, "  | |3|.|3| |3|..|3| |3|...|3|  \n \n\n"},
+    {PRETOK_GPT2, 2, "  | 3|.|3| 3|..|3| 3|...|3|  \n \n\n"},
+    {PRETOK_LLAMA3, 2, "  | |3|.|3| |3|..|3| |3|...|3|  \n \n\n"},
+    {PRETOK_QWEN2, 2, "  | |3|.|3| |3|..|3| |3|...|3|  \n \n\n"},
+    {PRETOK_DEEPSEEK_LLM, 2, "   |3|.|3| |3|..|3| |3|...|3|  |\n| |\n|\n"},
+    {PRETOK_DEEPSEEK_CODER, 2, "   |3|.|3| |3|..|3| |3|...|3|  |\n| |\n|\n"},
+    {PRETOK_FALCON, 2, "  | 3|.|3| 3|..|3| 3|...|3|  \n \n\n"},
+    {PRETOK_STARCODER, 2, "   |3|.|3| |3|..|3| |3|...|3|  \n \n\n"},
+    {PRETOK_DEFAULT, 3, "\xe3\x80\x80|x|\xe3\x80\x82| \xe3\x80\x80"},
+    {PRETOK_GPT2, 3, "\xe3\x80\x80|x|\xe3\x80\x82| \xe3\x80\x80"},
+    {PRETOK_LLAMA3, 3, "\xe3\x80\x80x|\xe3\x80\x82| \xe3\x80\x80"},
+    {PRETOK_QWEN2, 3, "\xe3\x80\x80x|\xe3\x80\x82| \xe3\x80\x80"},
+    {PRETOK_DEEPSEEK_LLM, 3, "\xe3\x80\x80x|\xe3\x80\x82| \xe3\x80\x80"},
+    {PRETOK_DEEPSEEK_CODER, 3, "\xe3\x80\x80x|\xe3\x80\x82| \xe3\x80\x80"},
+    {PRETOK_FALCON, 3, "\xe3\x80\x80|x|\xe3\x80\x82| \xe3\x80\x80"},
+    {PRETOK_STARCODER, 3, "\xe3\x80\x80|x|\xe3\x80\x82| \xe3\x80\x80"},
+    {PRETOK_DEFAULT, 4,
+     "a\xf0\xae\xaf\xb0"
+     "b| \xf0\x90\xb5\x90|c"},
+    {PRETOK_GPT2, 4,
+     "a\xf0\xae\xaf\xb0"
+     "b| \xf0\x90\xb5\x90|c"},
+    {PRETOK_LLAMA3, 4,
+     "a\xf0\xae\xaf\xb0"
+     "b| \xf0\x90\xb5\x90|c"},
+    {PRETOK_QWEN2, 4,
+     "a\xf0\xae\xaf\xb0"
+     "b| \xf0\x90\xb5\x90|c"},
+    {PRETOK_DEEPSEEK_LLM, 4, "a|\xf0\xae\xaf\xb0|b| \xf0\x90\xb5\x90|c"},
+    {PRETOK_DEEPSEEK_CODER, 4,
+     "a\xf0\xae\xaf\xb0"
+     "b| \xf0\x90\xb5\x90|c"},
+    {PRETOK_FALCON, 4,
+     "a\xf0\xae\xaf\xb0"
+     "b| \xf0\x90\xb5\x90|c"},
+    {PRETOK_STARCODER, 4,
+     "a\xf0\xae\xaf\xb0"
+     "b| \xf0\x90\xb5\x90|c"},
+};
+
+static void test_pretok(void) {
+    for (size_t i = 0; i < sizeof PRETOK_CASES / sizeof PRETOK_CASES[0]; i++) {
+        const pretok_case *c = &PRETOK_CASES[i];
+        const char *in = PRETOK_INPUTS[c->input];
+        size_t n = strlen(in);
+        uint32_t *cpts = malloc((n + 1) * sizeof *cpts);
+        size_t nc = unicode_decode_lenient(in, n, cpts), *lens, n_lens;
+        CHECK(pretok_split(c->type, cpts, nc, &lens, &n_lens) == IFD_OK);
+        char got[512];
+        size_t k = 0, at = 0;
+        for (size_t w = 0; w < n_lens && k + 8 < sizeof got; w++) {
+            if (w) got[k++] = '|';
+            for (size_t j = 0; j < lens[w] && k + 8 < sizeof got; j++)
+                k += unicode_encode(cpts[at++], got + k);
+        }
+        got[k] = 0;
+        CHECKF(!strcmp(got, c->want), "family %d input %d:\n      got  %s\n      want %s", (int)c->type,
+               c->input, got, c->want);
+        free(lens);
+        free(cpts);
+    }
+}
+
+static void test_unicode(void) {
+    /* categories and White_Space, Unicode 15.1 as llama.cpp */
+    CHECK(unicode_flags('A') == UNICODE_F_LETTER && unicode_flags('7') == UNICODE_F_NUMBER);
+    CHECK(unicode_flags(' ') == (UNICODE_F_SEPARATOR | UNICODE_F_WHITESPACE));
+    CHECK(unicode_flags('\n') == (UNICODE_F_CONTROL | UNICODE_F_WHITESPACE));
+    CHECK(unicode_flags(0x1C) == UNICODE_F_CONTROL); /* not White_Space (Python's isspace says yes) */
+    CHECK(unicode_flags(0x85) == (UNICODE_F_CONTROL | UNICODE_F_WHITESPACE));
+    CHECK(unicode_flags(0x3000) == (UNICODE_F_SEPARATOR | UNICODE_F_WHITESPACE));
+    CHECK(unicode_flags(0x2EBF0) == UNICODE_F_LETTER);    /* CJK Extension I, Unicode 15.1 */
+    CHECK(unicode_flags(0x10D50) == UNICODE_F_UNDEFINED); /* Garay, Unicode 16 */
+    CHECK(unicode_flags(0x0301) == UNICODE_F_MARK && unicode_flags('$') == UNICODE_F_SYMBOL);
+    CHECK(unicode_flags('!') == UNICODE_F_PUNCTUATION && unicode_flags(0xD800) == UNICODE_F_CONTROL);
+    CHECK(unicode_flags(0x10FFFF) == UNICODE_F_UNDEFINED && unicode_flags(0x110000) == UNICODE_F_UNDEFINED);
+    /* the GPT-2 byte map is a bijection onto its 256 code points */
+    for (int b = 0; b < 256; b++) CHECK(unicode_cpt_to_byte(unicode_byte_to_cpt((unsigned char)b)) == b);
+    CHECK(unicode_byte_to_cpt(' ') == 0x120 && unicode_byte_to_cpt('\n') == 0x10A &&
+          unicode_byte_to_cpt(0xAD) == 0x143);
+    CHECK(unicode_cpt_to_byte(0x144) == -1 && unicode_cpt_to_byte(0x20) == -1);
+    /* lenient decoding, as llama.cpp: invalid -> U+FFFD per byte, overlongs/surrogates kept */
+    uint32_t c[16];
+    CHECK(unicode_decode_lenient("a\xff\xc3", 3, c) == 3 && c[0] == 'a' && c[1] == 0xFFFD && c[2] == 0xFFFD);
+    CHECK(unicode_decode_lenient("\xc0\x80\xed\xa0\x80", 5, c) == 2 && c[0] == 0 && c[1] == 0xD800);
+    CHECK(unicode_decode_lenient("\xf4\x90\x80\x80", 4, c) == 4 && c[0] == 0xFFFD); /* > U+10FFFF */
+    CHECK(unicode_decode_lenient("\xe2\x96", 2, c) == 2 && c[1] == 0xFFFD);
 }
 
 /* ---- pieces and the incremental detokenizer -------------------------------------------- */
@@ -778,5 +936,5 @@ static void test_speed(void) {
     tok_destroy(t);
 }
 
-TEST_MAIN(T(test_vocab_files), T(test_roundtrip), T(test_pieces), T(test_detok_holdback), T(test_shakespeare),
-          T(test_random_bytes), T(test_bad_vocab), T(test_speed))
+TEST_MAIN(T(test_vocab_files), T(test_roundtrip), T(test_pretok), T(test_unicode), T(test_pieces),
+          T(test_detok_holdback), T(test_shakespeare), T(test_random_bytes), T(test_bad_vocab), T(test_speed))
