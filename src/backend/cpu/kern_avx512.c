@@ -12,8 +12,10 @@
  *    pair of blocks: acc += float(dot) * (d_w * d_a).
  *  - F32 / F16 / BF16: weights converted in registers (exact), f32 FMA against the
  *    f32 activations, 16 lanes over K.
- *  - Q4_K / Q6_K: each tile's rows are dequantized to f32 (vectorized, exact same
- *    values as the reference) into per-thread scratch, then the F32 path.
+ *  - Q4_K / Q6_K: the same integer dot per pair of 32-blocks of their super-blocks
+ *    (Q6_K: 6-bit q + 32 offset corrected per 16-element scale group through the offset
+ *    vector; Q4_K: nibbles, its d*sc per pair in the FMA and its dmin*m minimum as one
+ *    extra FMA per super-block against the activation's per-block d_a * sum(a)).
  * Tiles: NR weight rows x NT tokens per micro-kernel; the per-element instruction
  * sequence (pairs of blocks / 16-element steps in K order, one accumulator, then the
  * same horizontal sum) is identical for every tile shape, so results are batch
@@ -45,22 +47,38 @@ typedef struct a8_pair {
     int32_t bias[16]; /* lane 0: -M * sum(block 0), lane 8: -M * sum(block 1), else 0 */
 } a8_pair;
 
+/* Offset added to the weights to make them unsigned bytes, and the activation group
+ * (elements) whose sum the offset correction uses:
+ *   Q8_0: w + 128, per block of 32;  Q4_0: nibble = w + 8, per 32;
+ *   Q6_K: 6-bit q = w + 32, per 16 (its scale groups);  Q4_K: none (its minimum is a
+ *   separate float term using dsum, the per-block d_a * sum(a)). */
 static int a8_offset(ggml_type t) {
-    return t == GGML_TYPE_Q8_0 ? 128 : 8; /* Q8_0: w + 128; Q4_0: nibble = w + 8 */
+    switch (t) {
+    case GGML_TYPE_Q8_0: return 128;
+    case GGML_TYPE_Q4_0: return 8;
+    case GGML_TYPE_Q6_K: return 32;
+    default: return 0;
+    }
 }
 
+static bool a8_type(ggml_type t) {
+    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
+}
+
+/* Row layout: npairs a8_pair, then (Q4_K) float dsum[2 * npairs]. */
 static size_t k5_act_row_bytes(ggml_type t, int64_t K) {
-    if (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0)
-        return (size_t)((K + 63) / 64) * sizeof(a8_pair);
-    return 0;
+    if (!a8_type(t)) return 0;
+    const size_t np = (size_t)((K + 63) / 64);
+    return np * sizeof(a8_pair) + (t == GGML_TYPE_Q4_K ? (np * 2 * sizeof(float) + 63) / 64 * 64 : 0);
 }
 
 static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
     IFD_ASSERT(K % 32 == 0);
     const int32_t M = a8_offset(t);
     a8_pair *pp = dst;
-    const int64_t nb = K / 32;
-    for (int64_t p = 0; p < (nb + 1) / 2; p++) {
+    const int64_t nb = K / 32, np = (nb + 1) / 2;
+    float *dsum = (float *)(pp + np);
+    for (int64_t p = 0; p < np; p++) {
         a8_pair *ap = &pp[p];
         memset(ap->bias, 0, sizeof ap->bias);
         for (int h = 0; h < 2; h++) {
@@ -79,9 +97,15 @@ static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
             const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vid));
             _mm_storeu_si128((__m128i *)(ap->qs + 32 * h), _mm512_cvtepi32_epi8(q0));
             _mm_storeu_si128((__m128i *)(ap->qs + 32 * h + 16), _mm512_cvtepi32_epi8(q1));
-            const int32_t s = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+            const int32_t s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
             for (int i = 0; i < 8; i++) ap->d[8 * h + i] = d;
-            ap->bias[8 * h] = -M * s;
+            if (t == GGML_TYPE_Q6_K) { /* groups of 16 = 4 lanes */
+                ap->bias[8 * h] = -M * s0;
+                ap->bias[8 * h + 4] = -M * s1;
+            } else {
+                ap->bias[8 * h] = -M * (s0 + s1);
+            }
+            if (t == GGML_TYPE_Q4_K) dsum[b] = d * (float)(s0 + s1);
         }
     }
 }
@@ -205,6 +229,159 @@ static void gemm_q8_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
     gemm_a8_t(GGML_TYPE_Q8_0, w, r0, r1, act, as, nt, out, os);
 }
 
+/* ---- K-quants, integer path ---------------------------------------------------------- */
+
+/* Q4_K super-block: 8 sub-blocks of 32 with 6-bit scale sc and min m;
+ * w = d * sc * q - dmin * m. Per pair c (sub-blocks 2c, 2c+1): unsigned nibbles. */
+AI __m512i q4k_pair(const uint8_t *blk, int c) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * c)));
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL,
+                                        0x0004000400040004LL, 0x0004000400040004LL, 0, 0, 0, 0);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
+}
+
+/* d * sc[0..7] (lanes 0-7) and dmin * m[0..7] of a Q4_K super-block. */
+AI void q4k_scales(const uint8_t *blk, __m512 *dsc, __m256 *dm) {
+    uint32_t w[3], scw[2], mw[2];
+    memcpy(w, blk + 4, 12);
+    scw[0] = w[0] & 0x3f3f3f3fu;
+    mw[0] = w[1] & 0x3f3f3f3fu;
+    scw[1] = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+    mw[1] = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+    uint64_t sc8, m8;
+    memcpy(&sc8, scw, 8);
+    memcpy(&m8, mw, 8);
+    const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8)));
+    const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
+    const __m256 d = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk)))));
+    const __m256 dmin = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 2)))));
+    *dsc = _mm512_castps256_ps512(_mm256_mul_ps(d, scf));
+    *dm = _mm256_mul_ps(dmin, mf);
+}
+
+/* Q6_K super-block: ql[128], qh[64], int8 scales[16] (one per 16), d; w = d*sc*(q-32).
+ * Pair c: elements 64c .. 64c+63 in order, as unsigned 6-bit values. */
+AI __m512i q6k_pair(const uint8_t *blk, int c) {
+    const int n = c >> 1, hi = c & 1;
+    const __m512i a = _mm512_loadu_si512(blk + 64 * n); /* ql[l], ql[l + 32] for this half */
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n)));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    if (!hi) { /* low nibbles; qh bits 0-1 (first 32) and 2-3 (next 32) -> bits 4-5 */
+        const __m512i sh = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL,
+                                            0x0002000200020002LL, 0x0002000200020002LL,
+                                            0x0004000400040004LL, 0x0004000400040004LL,
+                                            0x0004000400040004LL, 0x0004000400040004LL);
+        return _mm512_or_si512(_mm512_and_si512(a, m4), _mm512_and_si512(_mm512_sllv_epi16(h, sh), m30));
+    }
+    /* high nibbles; qh bits 4-5 (first 32) and 6-7 (next 32) -> bits 4-5 */
+    const __m512i sh = _mm512_set_epi64(0x0002000200020002LL, 0x0002000200020002LL,
+                                        0x0002000200020002LL, 0x0002000200020002LL, 0, 0, 0, 0);
+    return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4),
+                           _mm512_and_si512(_mm512_srlv_epi16(h, sh), m30));
+}
+
+/* d * scales[0..15] of a Q6_K super-block. */
+AI __m512 q6k_scales(const uint8_t *blk) {
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192))));
+    return _mm512_mul_ps(_mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 208))))), sc);
+}
+
+/* Scale lanes of pair c: Q4_K: lanes 0-7 <- sc[2c], 8-15 <- sc[2c+1] (of 8);
+ * Q6_K: lanes 4g..4g+3 <- sc[4c+g] (of 16). */
+AI __m512 kq_pair_scale(ggml_type t, __m512 s, int c) {
+    const __m512i idx = t == GGML_TYPE_Q4_K
+                            ? _mm512_set_epi32(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1,
+                                               2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c, 2 * c)
+                            : _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2,
+                                               4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c, 4 * c, 4 * c, 4 * c);
+    return _mm512_permutexvar_ps(idx, s);
+}
+
+#define KQ_NR 2
+#define KQ_NT 4
+
+/* Integer K-quant micro-kernel, NR rows x NT tokens; per element: for each super-block,
+ * (Q4_K) acc -= dmin*m . dsum, then per pair acc += float(dot [+ offset]) * (d*sc * d_a). */
+AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, float *out, size_t out_stride) {
+    const size_t sbb = t == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K);
+    __m512 acc[KQ_NR][KQ_NT];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        __m512 scl[KQ_NR];
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+            if (NR > 1) _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
+            if (t == GGML_TYPE_Q4_K) {
+                __m256 dm;
+                q4k_scales(blk, &scl[r], &dm);
+                for (int j = 0; j < NT; j++) {
+                    const a8_pair *row = (const a8_pair *)(act + (size_t)j * act_stride);
+                    const float *dsum = (const float *)(row + 4 * nsb) + 8 * sb;
+                    acc[r][j] = _mm512_fnmadd_ps(_mm512_castps256_ps512(dm),
+                                                 _mm512_castps256_ps512(_mm256_loadu_ps(dsum)), acc[r][j]);
+                }
+            } else {
+                scl[r] = q6k_scales(blk);
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            __m512i wq[KQ_NR];
+            __m512 sv[KQ_NR];
+            for (int r = 0; r < NR; r++) {
+                const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+                wq[r] = t == GGML_TYPE_Q4_K ? q4k_pair(blk, c) : q6k_pair(blk, c);
+                sv[r] = kq_pair_scale(t, scl[r], c);
+            }
+            for (int j = 0; j < NT; j++) {
+                const a8_pair *ap = (const a8_pair *)(act + (size_t)j * act_stride) + 4 * sb + c;
+                const __m512i a = _mm512_loadu_si512(ap->qs);
+                const __m512 dv = _mm512_loadu_ps(ap->d);
+                const __m512i init = t == GGML_TYPE_Q6_K ? _mm512_loadu_si512(ap->bias) : _mm512_setzero_si512();
+                for (int r = 0; r < NR; r++) {
+                    const __m512i dot = _mm512_dpbusd_epi32(init, wq[r], a);
+                    acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sv[r], dv), acc[r][j]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+AI void gemm_kq_t(const ggml_type t, const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
+                  size_t as, int32_t nt, float *out, size_t os) {
+    const int64_t nsb = w->n_cols / QK_K;
+    const size_t rb = w->row_bytes;
+    int64_t r = r0;
+    for (; nt >= KQ_NT && r + KQ_NR <= r1; r += KQ_NR) { /* one row at a time for decode */
+        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
+        int32_t j = 0;
+        for (; j + KQ_NT <= nt; j += KQ_NT)
+            kq_tile(KQ_NR, KQ_NT, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
+        for (; j < nt; j++)
+            kq_tile(KQ_NR, 1, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
+    }
+    for (; r < r1; r++) {
+        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
+        int32_t j = 0;
+        for (; j + KQ_NT <= nt; j += KQ_NT)
+            kq_tile(1, KQ_NT, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
+        for (; j < nt; j++)
+            kq_tile(1, 1, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
+    }
+}
+
+static void gemm_q4_K(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
+                      int32_t nt, float *out, size_t os) {
+    gemm_kq_t(GGML_TYPE_Q4_K, w, r0, r1, act, as, nt, out, os);
+}
+static void gemm_q6_K(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
+                      int32_t nt, float *out, size_t os) {
+    gemm_kq_t(GGML_TYPE_Q6_K, w, r0, r1, act, as, nt, out, os);
+}
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 /* 16 weights at element k of a row of type t (F32 for dequantized scratch rows). */
@@ -295,96 +472,6 @@ static void gemm_bf16(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const 
     gemm_f_rows(GGML_TYPE_BF16, b, rb, K, nr, a, as, nt, o, os);
 }
 
-/* ---- K-quant dequantization (vectorized; same values as quant_dequantize_row_ref) ------ */
-
-static void scale_min_k4(const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    for (int j = 0; j < 8; j++) {
-        if (j < 4) {
-            sc[j] = q[j] & 63;
-            m[j] = q[j + 4] & 63;
-        } else {
-            sc[j] = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-            m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-        }
-    }
-}
-
-/* 16 unsigned bytes -> 16 floats */
-AI __m512 u8x16_ps(__m128i v) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
-}
-
-static void deq_q4_K(const uint8_t *blk, float *y) {
-    const float d = ifd_fp16_to_f32(ld16(blk)), dmin = ifd_fp16_to_f32(ld16(blk + 2));
-    uint8_t sc[8], m[8];
-    scale_min_k4(blk + 4, sc, m);
-    const uint8_t *q = blk + 16;
-    for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
-        const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
-        const __m512 d1 = _mm512_set1_ps(d * sc[2 * c]), m1 = _mm512_set1_ps(dmin * m[2 * c]);
-        const __m512 d2 = _mm512_set1_ps(d * sc[2 * c + 1]), m2 = _mm512_set1_ps(dmin * m[2 * c + 1]);
-        float *yc = y + 64 * c;
-        _mm512_storeu_ps(yc, _mm512_sub_ps(_mm512_mul_ps(d1, u8x16_ps(_mm256_castsi256_si128(lo))), m1));
-        _mm512_storeu_ps(yc + 16, _mm512_sub_ps(_mm512_mul_ps(d1, u8x16_ps(_mm256_extracti128_si256(lo, 1))), m1));
-        _mm512_storeu_ps(yc + 32, _mm512_sub_ps(_mm512_mul_ps(d2, u8x16_ps(_mm256_castsi256_si128(hi))), m2));
-        _mm512_storeu_ps(yc + 48, _mm512_sub_ps(_mm512_mul_ps(d2, u8x16_ps(_mm256_extracti128_si256(hi, 1))), m2));
-    }
-}
-
-static void deq_q6_K(const uint8_t *blk, float *y) {
-    const uint8_t *ql = blk, *qh = blk + 128;
-    const int8_t *sc = (const int8_t *)(blk + 192);
-    const float d = ifd_fp16_to_f32(ld16(blk + 208));
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    for (int n = 0; n < 2; n++) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *)(ql + 64 * n));
-        const __m256i b = _mm256_loadu_si256((const __m256i *)(ql + 64 * n + 32));
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(qh + 32 * n));
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-        q[1] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
-        const int8_t *s = sc + 8 * n;
-        float *yn = y + 128 * n;
-        for (int g = 0; g < 4; g++) {
-            const __m512i off = _mm512_set1_epi32(32);
-            const __m512 qa = _mm512_cvtepi32_ps(
-                _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q[g])), off));
-            const __m512 qb = _mm512_cvtepi32_ps(
-                _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q[g], 1)), off));
-            _mm512_storeu_ps(yn + 32 * g, _mm512_mul_ps(_mm512_set1_ps(d * s[2 * g]), qa));
-            _mm512_storeu_ps(yn + 32 * g + 16, _mm512_mul_ps(_mm512_set1_ps(d * s[2 * g + 1]), qb));
-        }
-    }
-}
-
-/* K-quants: dequantize KR rows at a time into scratch, then the F32 kernel. */
-#define KR 4
-static void gemm_kquant(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
-                        size_t act_stride, int32_t nt, float *out, size_t out_stride,
-                        float *scratch) {
-    const int64_t K = w->n_cols, nsb = K / QK_K;
-    const size_t sb_bytes = w->type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K);
-    for (int64_t r = r0; r < r1; r += KR) {
-        const int64_t nr = IFD_MIN(KR, r1 - r);
-        for (int64_t i = 0; i < nr; i++) {
-            const uint8_t *row = (const uint8_t *)w->data + (size_t)(r + i) * w->row_bytes;
-            for (int64_t s = 0; s < nsb; s++) {
-                if (w->type == GGML_TYPE_Q4_K)
-                    deq_q4_K(row + (size_t)s * sb_bytes, scratch + i * K + s * QK_K);
-                else
-                    deq_q6_K(row + (size_t)s * sb_bytes, scratch + i * K + s * QK_K);
-            }
-        }
-        gemm_f32((const uint8_t *)scratch, (size_t)K * sizeof(float), K, nr, act, act_stride, nt,
-                 out + r, out_stride);
-    }
-}
-
 static void k5_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
                     int32_t nt, float *out, size_t out_stride, float *scratch) {
     const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
@@ -405,8 +492,10 @@ static void k5_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size
         gemm_bf16(base, w->row_bytes, w->n_cols, r1 - r0, act, act_stride, nt, out + r0, out_stride);
         break;
     case GGML_TYPE_Q4_K:
+        gemm_q4_K(w, r0, r1, act, act_stride, nt, out, out_stride);
+        break;
     case GGML_TYPE_Q6_K:
-        gemm_kquant(w, r0, r1, act, act_stride, nt, out, out_stride, scratch);
+        gemm_q6_K(w, r0, r1, act, act_stride, nt, out, out_stride);
         break;
     default:
         IFD_ASSERT(!"unsupported weight type");
