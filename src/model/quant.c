@@ -1,5 +1,5 @@
 /* quant.c — reference (plain C) dequantization and dot products for the weight types
- * inferd computes with: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K. Fixed accumulation
+ * inferd computes with: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K. Fixed accumulation
  * order: block by block, element by element, in f32. Thread-safe. */
 #include "quant.h"
 
@@ -82,6 +82,7 @@ bool quant_type_supported(ggml_type t) {
     case GGML_TYPE_BF16:
     case GGML_TYPE_Q8_0:
     case GGML_TYPE_Q4_0:
+    case GGML_TYPE_Q5_0:
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q6_K:
         return true;
@@ -163,6 +164,20 @@ static void dequant_block(ggml_type t, const uint8_t *blk, float *y) {
         for (int j = 0; j < QK4_0 / 2; j++) {
             y[j] = d * ((b.qs[j] & 0xF) - 8);
             y[j + QK4_0 / 2] = d * ((b.qs[j] >> 4) - 8);
+        }
+        break;
+    }
+    case GGML_TYPE_Q5_0: {
+        block_q5_0 b;
+        memcpy(&b, blk, sizeof b);
+        const float d = ifd_fp16_to_f32(b.d);
+        uint32_t qh;
+        memcpy(&qh, b.qh, 4);
+        for (int j = 0; j < QK4_0 / 2; j++) {
+            const int lo = (int)((b.qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16;
+            const int hi = (int)((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
+            y[j] = d * lo;
+            y[j + QK4_0 / 2] = d * hi;
         }
         break;
     }

@@ -29,6 +29,12 @@ typedef struct block_q4_0 {
     uint8_t qs[QK4_0 / 2]; /* low nibbles: elements 0..15, high nibbles: 16..31 */
 } block_q4_0;
 
+typedef struct block_q5_0 {
+    ifd_fp16 d;
+    uint8_t qh[4];        /* fifth bit of each of the 32 elements */
+    uint8_t qs[QK4_0 / 2]; /* low nibbles: elements 0..15, high nibbles: 16..31 */
+} block_q5_0;
+
 typedef struct block_q4_K {
     ifd_fp16 d;
     ifd_fp16 dmin;

@@ -91,14 +91,30 @@ static void test_k_quants(void) {
     CHECK(y[96] == 0.125f * (6 - 8) * (0 - 32));
 }
 
+static void test_q5_0(void) {
+    block_q5_0 b;
+    memset(&b, 0, sizeof b);
+    b.d = ifd_f32_to_fp16(0.5f);
+    for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    const uint32_t qh = 0x8001A005u; /* fifth bits of elements 0, 2, 13, 15, 16, 31 */
+    memcpy(b.qh, &qh, 4);
+    float y[32];
+    quant_dequantize_row_ref(GGML_TYPE_Q5_0, &b, y, 32);
+    for (int j = 0; j < 32; j++) {
+        int lo = j < 16 ? j : 15 - (j - 16);
+        int q = lo | (int)(((qh >> j) & 1) << 4);
+        CHECKF(y[j] == 0.5f * (q - 16), "q5_0 elem %d: %g", j, (double)y[j]);
+    }
+}
+
 static void test_dot_equals_dequant(void) {
     enum { N = 512 };
     unsigned s = 7;
     static uint8_t raw[N * 4];
     float x[N], y[N];
     for (int i = 0; i < N; i++) x[i] = frand(&s);
-    const ggml_type types[] = {GGML_TYPE_F32, GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
-                               GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                               GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         for (size_t i = 0; i < sizeof raw; i++) raw[i] = (uint8_t)(frand(&s) * 127 + 128);
         /* keep fp16 scale fields finite: overwrite half-floats with sane values */
@@ -114,8 +130,8 @@ static void test_dot_equals_dequant(void) {
                                                        : ifd_f32_to_bf16(frand(&s));
                 memcpy(raw + 2 * i, &h, 2);
             }
-        if (types[t] == GGML_TYPE_Q8_0 || types[t] == GGML_TYPE_Q4_0) {
-            size_t bb = types[t] == GGML_TYPE_Q8_0 ? 34 : 18;
+        if (types[t] == GGML_TYPE_Q8_0 || types[t] == GGML_TYPE_Q4_0 || types[t] == GGML_TYPE_Q5_0) {
+            size_t bb = types[t] == GGML_TYPE_Q8_0 ? 34 : types[t] == GGML_TYPE_Q4_0 ? 18 : 22;
             for (size_t o = 0; o < rb; o += bb) {
                 uint16_t h = ifd_f32_to_fp16(frand(&s) * 0.1f);
                 memcpy(raw + o, &h, 2);
@@ -142,4 +158,5 @@ static void test_dot_equals_dequant(void) {
     }
 }
 
-TEST_MAIN(T(test_fp16), T(test_q8_0_q4_0_roundtrip), T(test_k_quants), T(test_dot_equals_dequant))
+TEST_MAIN(T(test_fp16), T(test_q8_0_q4_0_roundtrip), T(test_k_quants), T(test_q5_0),
+          T(test_dot_equals_dequant))
