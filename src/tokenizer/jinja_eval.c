@@ -719,6 +719,11 @@ jv je_eval(jr *r, jframe *f, const jn_node *n) {
         break;
     }
     case N_COMPARE: res = eval_compare(r, f, n); break;
+    case N_SLICE:
+        /* a slice inside a tuple subscript (x[1:2, 3]): Python raises TypeError there,
+         * which jinja's getitem turns into Undefined */
+        res = jv_undef_plain();
+        break;
     case N_COND:
         if (je_truthy(r, je_eval(r, f, n->a)))
             res = je_eval(r, f, n->b);

@@ -33,7 +33,6 @@ static int64_t int_arg(jr *r, jv v, int64_t dflt, const char *what) {
     if (!GIVEN(v) || v.t == JV_NONE) return dflt;
     if (v.t == JV_INT) return v.i;
     if (v.t == JV_BOOL) return v.b;
-    if (v.t == JV_FLOAT) return (int64_t)v.f;
     jr_type_error(r, "'%s' object cannot be interpreted as an integer (%s)", jv_type_name(v), what);
 }
 
@@ -59,8 +58,11 @@ static jv attr_get(jr *r, jv item, jv attribute, jv dflt) {
                 digits = false;
                 break;
             }
+            if (num > 100000000) {
+                digits = false;
+                break;
+            }
             num = num * 10 + (part.s[k] - '0');
-            if (num > 1000000000) digits = false;
         }
         item = je_getitem(r, item, digits ? jv_int(num) : part);
         if (GIVEN(dflt) && dflt.t != JV_NONE && item.t == JV_UNDEF) item = dflt;
@@ -567,7 +569,7 @@ static jv select_common(jr *r, jv v, const jargs *a, bool reject, bool by_attr) 
         test = ja_strndup(&r->arena, tn.s, tn.n);
         off++;
     }
-    jargs rest = {a->pos + off, a->n_pos > off ? a->n_pos - off : 0, a->kw_names, a->kw, a->n_kw};
+    jargs rest = {a->n_pos > off ? a->pos + off : NULL, a->n_pos > off ? a->n_pos - off : 0, a->kw_names, a->kw, a->n_kw};
     jv_list *items = je_iterate(r, v);
     for (size_t i = 0; i < items->n; i++) {
         jr_step(r);
@@ -631,7 +633,7 @@ static jv f_round(jr *r, jv v, const jargs *a) {
         if (!isfinite(v.f) || prec > 300) return v;
         if (prec < -308) return jv_float(0.0 * v.f);
         if (prec >= 0) {
-            char buf[400];
+            char buf[720]; /* 309 integer digits + '.' + 300 decimals */
             snprintf(buf, sizeof(buf), "%.*f", (int)prec, v.f);
             return jv_float(strtod(buf, NULL));
         }

@@ -154,6 +154,12 @@ jv ju_percent_format(jr *r, jv fmt, jv args) {
             else if (val.t == JV_BOOL) iv = val.b;
             else if (val.t == JV_FLOAT && (conv == 'd' || conv == 'i' || conv == 'u')) {
                 if (!isfinite(val.f)) jr_type_error(r, "cannot convert float %s to integer", isnan(val.f) ? "NaN" : "infinity");
+                if (fabs(val.f) >= 9.2e18) { /* beyond int64: Python prints the exact integer */
+                    jbuf big = {0};
+                    jb_printf(r, &big, "%.0f", trunc(val.f));
+                    put_padded(r, &b, jb_take(r, &big), width, left, ' ');
+                    break;
+                }
                 iv = (int64_t)val.f;
             } else if (conv == 'd' || conv == 'i' || conv == 'u') {
                 jr_type_error(r, "%%%c format: a real number is required, not %s", conv, jv_type_name(val));
@@ -205,9 +211,8 @@ jv ju_percent_format(jr *r, jv fmt, jv args) {
             double d = jv_as_double(val);
             snprintf(cfmt, sizeof(cfmt), "%%%s%s.*%c", flags, width >= 0 ? "*" : "", conv);
             int w = (int)IFD_MIN(width, 400), pr = (int)IFD_MIN(prec < 0 ? 6 : prec, 300);
-            if (width >= 0) snprintf(out, sizeof(out), cfmt, w, pr, d);
-            else snprintf(out, sizeof(out), cfmt, pr, d);
-            jb_puts(r, &b, out);
+            if (width >= 0) jb_printf(r, &b, cfmt, w, pr, d); /* any length: 1e308 has 309 digits */
+            else jb_printf(r, &b, cfmt, pr, d);
             break;
         }
         case 'c': {
@@ -328,7 +333,7 @@ static void format_value(jr *r, jbuf *b, jv v, jv spec) {
     }
     fspec f;
     parse_spec(r, spec, &f);
-    char body[512];
+    char body[1024]; /* a float with %.400f: 309 digits + '.' + 400 + sign/suffix */
     if (v.t == JV_STR) {
         if (f.type && f.type != 's') jr_type_error(r, "Unknown format code '%c' for object of type 'str'", f.type);
         if (f.sign) jr_type_error(r, "Sign not allowed in string format specifier");
@@ -513,8 +518,11 @@ jv ju_str_format(jr *r, jv fmt, const jv *args, size_t nargs, const char *const 
                         dig = false;
                         break;
                     }
+                    if (kv > 100000000) {
+                        dig = false;
+                        break;
+                    }
                     kv = kv * 10 + (key.s[z] - '0');
-                    if (kv > 1000000000) dig = false;
                 }
                 val = je_getitem(r, val, dig ? jv_int(kv) : key);
                 e++;

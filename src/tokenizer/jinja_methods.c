@@ -476,7 +476,7 @@ const char *jm_global_name(int id) {
 static jv g_range(jr *r, const jargs *a) {
     if (a->n_kw) jr_type_error(r, "range() takes no keyword arguments");
     if (a->n_pos < 1 || a->n_pos > 3) jr_type_error(r, "range expected 1 to 3 arguments, got %zu", a->n_pos);
-    int64_t v[3];
+    int64_t v[3] = {0, 0, 0};
     for (size_t i = 0; i < a->n_pos; i++) {
         jv x = a->pos[i];
         if (x.t == JV_UNDEF) je_undefined_fail(r, x);
