@@ -82,3 +82,101 @@ def test_render(tname, cname, tmp_path):
             f"stderr={proc.stderr.decode(errors='replace')}"
         )
         assert want["error"] in proc.stderr.decode("utf-8", errors="replace")
+
+
+# ---- cross-check: the C unit test's expectations are what jinja2 renders ----------------
+
+C_TEST = REPO / "tests" / "unit" / "test_chat_template.c"
+
+
+def _c_literal(text, i):
+    """Decode adjacent C string literals starting at text[i]; returns (bytes, end)."""
+    out = bytearray()
+    while True:
+        while text[i] in " \t\n":
+            i += 1
+        if text[i] != '"':
+            return bytes(out), i
+        i += 1
+        while text[i] != '"':
+            c = text[i]
+            if c == "\\":
+                e = text[i + 1]
+                if e == "x":
+                    out.append(int(text[i + 2 : i + 4], 16))
+                    i += 4
+                    continue
+                out += {"n": b"\n", "t": b"\t", "r": b"\r", '"': b'"', "\\": b"\\"}[e]
+                i += 2
+                continue
+            out += c.encode("utf-8")
+            i += 1
+        i += 1
+
+
+def _c_table_cases():
+    if not C_TEST.is_file():
+        raise FileNotFoundError(f"missing {C_TEST}")
+    text = C_TEST.read_text(encoding="utf-8")
+    cases = []
+    pos = 0
+    while True:
+        m = text.find("    CASE(", pos), text.find("    ERR(", pos)
+        starts = [p for p in m if p >= 0]
+        if not starts:
+            break
+        p = min(starts)
+        kind = "ERR" if text.startswith("    ERR(", p) else "CASE"
+        i = text.index("(", p) + 1
+        args = []
+        for k in range(4):
+            while text[i] in " \t\n":
+                i += 1
+            if text.startswith("NULL", i):
+                args.append(None)
+                i += 4
+            else:
+                val, i = _c_literal(text, i)
+                args.append(val.decode("utf-8"))
+            while text[i] in " \t\n":
+                i += 1
+            assert text[i] == ("," if k < 3 else ")"), f"unexpected {text[i:i + 20]!r}"
+            i += 1
+        cases.append((kind, *args))
+        pos = i
+    return cases
+
+
+def _jinja_env():
+    import datetime
+
+    jinja2 = pytest.importorskip("jinja2")
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.datetime(2026, 11, 29, 12, 0, 0).strftime(fmt)
+    return env
+
+
+def test_c_table_has_cases():
+    assert len(_c_table_cases()) >= 60
+
+
+@pytest.mark.parametrize("kind,name,tmpl,ctx,want", [pytest.param(*c, id=c[1]) for c in _c_table_cases()])
+def test_c_table_matches_jinja2(kind, name, tmpl, ctx, want):
+    env = _jinja_env()
+    variables = json.loads(ctx) if ctx else {}
+    if kind == "CASE":
+        assert env.from_string(tmpl).render(**variables) == want
+    else:
+        with pytest.raises(Exception) as info:
+            env.from_string(tmpl).render(**variables)
+        assert str(info.value) == want
