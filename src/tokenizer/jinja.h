@@ -18,6 +18,7 @@
 #ifndef INFERD_JINJA_H
 #define INFERD_JINJA_H
 
+#include <locale.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -321,7 +322,8 @@ typedef struct jr {
 _Noreturn void jr_fail(jr *r, int code, const char *fmt, ...) IFD_PRINTF(3, 4);
 /* TypeError-style failures are template errors; the helper keeps call sites short. */
 #define jr_type_error(r, ...) jr_fail((r), IFD_ERR_TEMPLATE, __VA_ARGS__)
-void jr_step(jr *r); /* count one step, check time / step limits */
+void jr_step(jr *r);                  /* count one step, check time / step limits */
+void jr_charge(jr *r, uint64_t units); /* count work proportional to data size */
 void jr_enter(jr *r); /* recursion guard */
 static inline void jr_leave(jr *r) { r->depth--; }
 
@@ -427,6 +429,9 @@ jv jb_take(jr *r, jbuf *b); /* the buffer's bytes as a string value */
 
 /* ---- strings (jinja_str.c) --------------------------------------------------------- */
 
+/* the C.UTF-8 locale (or NULL if the system lacks it); renders run under it so that
+ * printf/strtod/strftime behave as Python's do whatever the process locale is */
+locale_t ju_locale(void);
 uint32_t ju_decode(const char *s, size_t n, size_t *adv); /* one code point */
 size_t ju_encode(uint32_t cp, char out[4]);
 size_t ju_len(const char *s, size_t n);               /* code points */

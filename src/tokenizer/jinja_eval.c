@@ -427,12 +427,12 @@ jv je_binop(jr *r, int op, jv a, jv b) {
 bool je_contains(jr *r, jv c, jv item) {
     switch (c.t) {
     case JV_STR:
-        need_defined(r, item);
         if (item.t != JV_STR)
             jr_type_error(r, "'in <string>' requires string as left operand, not %s", jv_type_name(item));
         if (item.n == 0) return true;
         return item.n <= c.n && memmem(c.s, c.n, item.s, item.n) != NULL;
     case JV_LIST:
+        jr_charge(r, c.l->n / 8);
         for (size_t i = 0; i < c.l->n; i++)
             if (jv_equal(r, c.l->v[i], item)) return true;
         return false;

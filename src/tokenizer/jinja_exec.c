@@ -15,6 +15,7 @@
 #include "jinja.h"
 
 #include <cjson/cJSON.h>
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,14 +38,17 @@ static void arena_fail(void *ctx, bool over_cap) {
     jr_fail(r, IFD_ERR_NOMEM, "out of memory while rendering the template");
 }
 
-void jr_step(jr *r) {
-    r->steps++;
-    if (r->steps > r->max_steps)
+void jr_charge(jr *r, uint64_t units) {
+    uint64_t before = r->steps;
+    r->steps += units;
+    if (r->steps > r->max_steps || r->steps < before)
         jr_fail(r, IFD_ERR_LIMIT, "template render exceeded the limit of %llu steps",
                 (unsigned long long)r->max_steps);
-    if ((r->steps & 1023) == 0 && ifd_now_s() > r->deadline)
+    if ((before >> 10) != (r->steps >> 10) && ifd_now_s() > r->deadline)
         jr_fail(r, IFD_ERR_LIMIT, "template render exceeded its time limit");
 }
+
+void jr_step(jr *r) { jr_charge(r, 1); }
 
 void jr_enter(jr *r) {
     if (++r->depth > JR_MAX_DEPTH)
@@ -363,8 +367,12 @@ int jinja_render(const jinja_template *t, const cJSON *ctx, const jinja_render_o
         r->have_now = true;
     }
     ja_init(&r->arena, o->max_memory_bytes, arena_fail, r);
+    /* this thread runs in C.UTF-8 until the render returns (numbers print with '.') */
+    locale_t loc = ju_locale();
+    locale_t prev = loc ? uselocale(loc) : (locale_t)0;
     if (setjmp(r->jb)) {
         int rc = r->status ? r->status : IFD_ERR_INTERNAL;
+        if (prev) uselocale(prev);
         ja_free(&r->arena);
         free(r);
         return rc;
@@ -378,6 +386,7 @@ int jinja_render(const jinja_template *t, const cJSON *ctx, const jinja_render_o
             jframe_set(r, r->root, c->string, jj_from_cjson(r, c, 0));
         }
     jx_exec_body(r, r->root, t->root->v, t->root->n);
+    if (prev) uselocale(prev);
     char *res = malloc(r->top->n + 1);
     if (!res) {
         ja_free(&r->arena);

@@ -37,7 +37,8 @@ jv jj_from_cjson(jr *r, const cJSON *j, int depth) {
         jv_dict *d = jv_dict_new(r, 0);
         for (const cJSON *c = j->child; c; c = c->next) {
             const char *k = c->string ? c->string : "";
-            jv_dict_set(r, d, jv_str(k, strlen(k)), jj_from_cjson(r, c, depth + 1));
+            /* push: no duplicate check (linear per key); cJSON keeps duplicates too */
+            jv_dict_push(r, d, jv_str(k, strlen(k)), jj_from_cjson(r, c, depth + 1));
         }
         return jv_dict_val(d);
     }

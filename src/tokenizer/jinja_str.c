@@ -118,14 +118,16 @@ static locale_t g_utf8_loc;
 static pthread_once_t g_loc_once = PTHREAD_ONCE_INIT;
 
 static void loc_init(void) {
-    g_utf8_loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-    if (!g_utf8_loc) g_utf8_loc = newlocale(LC_CTYPE_MASK, "C.utf8", (locale_t)0);
+    g_utf8_loc = newlocale(LC_ALL_MASK, "C.UTF-8", (locale_t)0);
+    if (!g_utf8_loc) g_utf8_loc = newlocale(LC_ALL_MASK, "C.utf8", (locale_t)0);
 }
 
 static locale_t utf8_loc(void) {
     pthread_once(&g_loc_once, loc_init);
     return g_utf8_loc;
 }
+
+locale_t ju_locale(void) { return utf8_loc(); }
 
 bool ju_isspace(uint32_t cp) {
     if (cp < 0x80) return (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x20);

@@ -175,6 +175,7 @@ static bool key_eq(jr *r, jv a, jv b) {
 }
 
 void jv_dict_set(jr *r, jv_dict *d, jv key, jv val) {
+    if (d->n > 64) jr_charge(r, d->n / 16);
     for (size_t i = 0; i < d->n; i++)
         if (key_eq(r, d->k[i], key)) {
             d->v[i] = val;
@@ -184,6 +185,7 @@ void jv_dict_set(jr *r, jv_dict *d, jv key, jv val) {
 }
 
 bool jv_dict_get(jr *r, const jv_dict *d, jv key, jv *out) {
+    if (d->n > 64) jr_charge(r, d->n / 16);
     for (size_t i = 0; i < d->n; i++)
         if (key_eq(r, d->k[i], key)) {
             *out = d->v[i];
