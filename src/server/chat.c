@@ -330,6 +330,33 @@ int chat_parse_tool_calls(const char *text, size_t n, tool_calls *out) {
         return 0;
     }
     size_t i = skip_ws(text, 0, n);
+    /* a call wrapped in a markdown fence (```json {...} ```), as small models often write */
+    if (n - i >= 3 && !memcmp(text + i, "```", 3)) {
+        size_t j = i + 3;
+        if (n - j >= 4 && !memcmp(text + j, "json", 4)) j += 4;
+        j = skip_ws(text, j, n);
+        size_t e = n;
+        while (e > j && isspace((unsigned char)text[e - 1])) e--;
+        if (e - j >= 3 && !memcmp(text + e - 3, "```", 3)) e -= 3;
+        else return 0;
+        if (j >= e || (text[j] != '{' && text[j] != '[')) return 0;
+        cJSON *o = parse_json_span(text + j, e - j);
+        bool ok = o != NULL;
+        if (ok && cJSON_IsArray(o)) {
+            const cJSON *it;
+            cJSON_ArrayForEach(it, o) if (!(ok = push_call(out, it))) break;
+        } else if (ok) {
+            ok = push_call(out, o);
+        }
+        cJSON_Delete(o);
+        if (!ok || out->n == 0) {
+            tool_calls_free(out);
+            out->content_end = n;
+            return 0;
+        }
+        out->content_end = 0;
+        return out->n;
+    }
     bool mistral = false;
     if (n - i >= strlen(PY_TAG) && !memcmp(text + i, PY_TAG, strlen(PY_TAG))) i += strlen(PY_TAG);
     else if (n - i >= strlen(MISTRAL_TAG) && !memcmp(text + i, MISTRAL_TAG, strlen(MISTRAL_TAG))) {
@@ -380,6 +407,14 @@ size_t chat_tool_stream_safe(const char *text, size_t n) {
     const char *rest = text + i;
     size_t rn = n - i;
     if (rest[0] == '{' || rest[0] == '[') return 0; /* a bare JSON call (Llama 3 / Mistral) */
+    if (is_prefix_of(rest, rn, "```")) return 0;
+    if (rn >= 3 && !memcmp(rest, "```", 3)) { /* a fenced call? undecided until its first char */
+        size_t j = 3;
+        while (j < rn && j < 7 && rest[j] == "```json"[j]) j++;
+        if (j < 7 && j < rn && j > 3) j = 3; /* "```j..." that is not "```json" */
+        j = skip_ws(rest, j, rn);
+        if (j >= rn || rest[j] == '{' || rest[j] == '[') return 0;
+    }
     if (rn >= strlen(PY_TAG) && !memcmp(rest, PY_TAG, strlen(PY_TAG))) return 0;
     if (rn >= strlen(MISTRAL_TAG) && !memcmp(rest, MISTRAL_TAG, strlen(MISTRAL_TAG))) return 0;
     if (is_prefix_of(rest, rn, PY_TAG) || is_prefix_of(rest, rn, MISTRAL_TAG) ||

@@ -654,7 +654,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                  .client = hr->client, .status = hr->status ? hr->status : 499,
                  .error_code = hr->err_code, .queue_s = -1, .ttft_s = -1, .total_s = now - hr->t_start};
     gen_req *g = hr->gen;
-    char prompt_buf[1]; (void)prompt_buf;
     if (g) {
         abort_reason why = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ABORT_NONE
                            : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? ABORT_SHUTDOWN
@@ -673,7 +672,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         }
         L.queue_s = q;
         L.ttft_s = g->t_first_token > 0 ? g->t_first_token - g->t_arrival : -1;
-        bool tools_any = false;
         for (int32_t i = 0; i < g->n_choices; i++) {
             gen_choice *ch = &g->choices[i];
             L.completion_tokens += ch->completion_tokens;
@@ -683,7 +681,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 tc = chat_parse_tool_calls(ch->text.p ? ch->text.p : "", ch->text.n, &t) > 0;
                 tool_calls_free(&t);
             }
-            tools_any |= tc;
             if (!ch->finished) continue;
             const char *fr = resp_finish(ch, tc);
             finish_label fl = !strcmp(fr, "stop") ? FIN_STOP : !strcmp(fr, "length") ? FIN_LENGTH
@@ -699,7 +696,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         }
         pthread_mutex_unlock(&g->mu);
         if (hr->status == 200 && done && !L.abort_reason) metrics_observe(s->metrics, HIST_E2E, now - g->t_arrival);
-        (void)tools_any;
         if (s->cfg.log_requests && (!hr->rt || !hr->rt->quiet || s->cfg.log_health)) slog_request(&L);
         gen_release_http(g, done ? ABORT_NONE : why);
     } else if (s->cfg.log_requests && (!hr->rt || !hr->rt->quiet || s->cfg.log_health)) {

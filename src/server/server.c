@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gen.h"
 #include "http.h"
@@ -55,6 +56,25 @@ static void set_names(server *s) {
     base = base ? base + 1 : path;
     add_name(s, base, strlen(base));
     add_name(s, path, strlen(path));
+}
+
+/* `inferd serve` without -m: the default model fetched by scripts/fetch_default_model.sh,
+ * looked up in ./models-cache/, next to the repository the binary was built in
+ * (build/inferd -> models-cache/), and in the install prefix (bin/ -> share/inferd/). */
+static char *default_model_path(void) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    char cand[3][4200];
+    snprintf(cand[0], sizeof cand[0], "models-cache/default.gguf");
+    snprintf(cand[1], sizeof cand[1], "%s/../models-cache/default.gguf", exe);
+    snprintf(cand[2], sizeof cand[2], "%s/../share/inferd/default.gguf", exe);
+    for (int i = 0; i < 3; i++)
+        if (n > 0 || i == 0)
+            if (access(cand[i], R_OK) == 0) return strdup(cand[i]);
+    return NULL;
 }
 
 static void *loader_main(void *arg) {
@@ -144,8 +164,9 @@ int server_main(int argc, char **argv) {
         server_deinit(s);
         return rc > 0 ? 0 : 2;
     }
-    if (!s->cfg.model) {
-        fprintf(stderr, "inferd serve: a model is required: -m FILE (or INFERD_MODEL / \"model\" in --config)\n");
+    if (!s->cfg.model && !(s->cfg.model = default_model_path())) {
+        fprintf(stderr, "inferd serve: no model: give -m FILE (or INFERD_MODEL / \"model\" in --config), "
+                        "or fetch the default one with scripts/fetch_default_model.sh\n");
         server_deinit(s);
         return 2;
     }
@@ -155,7 +176,7 @@ int server_main(int argc, char **argv) {
         server_deinit(s);
         return 2;
     }
-    char *eff = server_config_effective_json(s->cfg.config_file ? &s->cfg : &s->cfg);
+    char *eff = server_config_effective_json(&s->cfg);
     if (eff) {
         size_t n = strlen(eff) + 16;
         char *f = malloc(n);

@@ -184,6 +184,15 @@ static void test_tool_calls(void) {
     const char *ms = "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}}, {\"name\": \"b\", \"arguments\": {}}]";
     CHECK(chat_parse_tool_calls(ms, strlen(ms), &t) == 2);
     tool_calls_free(&t);
+    const char *fence = "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```\n";
+    CHECK(chat_parse_tool_calls(fence, strlen(fence), &t) == 1 && !strcmp(t.v[0].name, "get_weather"));
+    tool_calls_free(&t);
+    const char *code = "```python\nprint(1)\n```";
+    CHECK(chat_parse_tool_calls(code, strlen(code), &t) == 0);
+    CHECK(chat_tool_stream_safe("``", 2) == 0);
+    CHECK(chat_tool_stream_safe("```json\n", 8) == 0);
+    CHECK(chat_tool_stream_safe("```json\n{", 9) == 0);
+    CHECK(chat_tool_stream_safe("```python\n", 10) == 10);
     const char *bad[] = {"just text", "<tool_call>{not json}</tool_call>", "{\"no_name\": 1}", "{broken"};
     for (size_t i = 0; i < IFD_ARRAY_LEN(bad); i++) {
         CHECK(chat_parse_tool_calls(bad[i], strlen(bad[i]), &t) == 0);
