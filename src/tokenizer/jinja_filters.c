@@ -135,7 +135,6 @@ static size_t py_len(jr *r, jv v) {
 
 static jv f_abs(jr *r, jv v, const jargs *a) {
     no_args(r, "abs", a);
-    if (v.t == JV_UNDEF) je_undefined_fail(r, v);
     if (v.t == JV_INT) return v.i < 0 ? (v.i == INT64_MIN ? jv_float(-(double)v.i) : jv_int(-v.i)) : v;
     if (v.t == JV_BOOL) return jv_int(v.b);
     if (v.t == JV_FLOAT) return jv_float(fabs(v.f));
@@ -338,6 +337,7 @@ static jv f_int(jr *r, jv v, const jargs *a) {
     int64_t iv;
     double fv;
     switch (v.t) {
+    case JV_UNDEF: je_undefined_fail(r, v); /* int(Undefined) raises */
     case JV_INT: return v;
     case JV_BOOL: return jv_int(v.b);
     case JV_FLOAT:
@@ -361,6 +361,7 @@ static jv f_float(jr *r, jv v, const jargs *a) {
     int64_t iv;
     double fv;
     switch (v.t) {
+    case JV_UNDEF: je_undefined_fail(r, v); /* float(Undefined) raises */
     case JV_FLOAT: return v;
     case JV_INT: return jv_float((double)v.i);
     case JV_BOOL: return jv_float(v.b);
@@ -417,6 +418,7 @@ static jv f_groupby(jr *r, jv v, const jargs *a) {
 
 static jv f_indent(jr *r, jv v, const jargs *a) {
     BIND("indent", "width", "first", "blank");
+    if (v.t == JV_UNDEF) je_undefined_fail(r, v); /* s += "\n" on Undefined */
     if (v.t != JV_STR) jr_type_error(r, "unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
     jv s = v;
     jv ind;
@@ -616,7 +618,6 @@ static jv f_round(jr *r, jv v, const jargs *a) {
         else if (!(m.n == 6 && !memcmp(m.s, "common", 6)))
             jr_fail(r, IFD_ERR_TEMPLATE, "method must be common, ceil or floor");
     }
-    if (v.t == JV_UNDEF) je_undefined_fail(r, v);
     if (!jv_is_num(v)) jr_type_error(r, "type %s doesn't define __round__ method", jv_type_name(v));
     if (method == 0) {
         if (v.t != JV_FLOAT) {

@@ -521,6 +521,12 @@ static const tcase ERRORS[] = {
     ERR("first of empty then attr", "{{ ([]|first).x }}",
          NULL,
          "No first item, sequence was empty."),
+    ERR("int of undefined", "{{ (m.missing|int) + 1 }}",
+         "{\"m\": {\"role\": \"user\"}}",
+         "'dict object' has no attribute 'missing'"),
+    ERR("undefined in string", "{{ nope in 'abc' }}",
+         NULL,
+         "'in <string>' requires string as left operand, not Undefined"),
 };
 
 
