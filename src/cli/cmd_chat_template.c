@@ -3,6 +3,10 @@
  * newline). CASE.json is the template context: messages, tools,
  * add_generation_prompt, bos_token, eos_token and any other variables.
  *
+ * strftime_now() reports the real local time unless --now (or the environment variable
+ * INFERD_FIXED_NOW) pins it, e.g. --now '2026-11-29 12:00:00' as the expected files in
+ * ../shared/templates/expected were made.
+ *
  * Exit 0 on success; 1 with one line on stderr (the template's message, e.g. the text
  * given to raise_exception) when rendering fails; 2 on usage or input errors. */
 #include <stdio.h>
@@ -24,6 +28,7 @@ static void usage(FILE *fp) {
 int cli_chat_template(int argc, char **argv) {
     const char *tpath = NULL, *ipath = NULL;
     chat_template_limits lim = {0};
+    lim.fixed_now = getenv("INFERD_FIXED_NOW");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;

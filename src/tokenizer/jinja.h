@@ -132,7 +132,6 @@ struct jv_func {
     const jn_node *node;
     jframe *frame;
     jv self;
-    jv caller; /* JFN_MACRO invoked from a call block */
     jv_loop *lp;
 };
 
@@ -394,7 +393,6 @@ static inline jv jv_str(const char *s, size_t n) {
 }
 static inline jv jv_undef_plain(void) { jv v = {0}; v.t = JV_UNDEF; return v; }
 jv jv_cstr(const char *s);
-jv jv_strdup(jr *r, const char *s, size_t n);
 
 jv_list *jv_list_new(jr *r, size_t cap);
 void jv_list_push(jr *r, jv_list *l, jv v);
@@ -505,6 +503,5 @@ jv jm_call_method(jr *r, jv self, int id, const jargs *a);
 int jm_global_find(const char *name);
 jv jm_call_global(jr *r, int id, const jargs *a);
 const char *jm_global_name(int id);
-const char *jm_method_name(int id);
 
 #endif

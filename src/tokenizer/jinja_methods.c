@@ -89,10 +89,6 @@ bool jm_lookup_method(jr *r, jv obj, const char *name, jv *out) {
     return false;
 }
 
-const char *jm_method_name(int id) {
-    return id >= 0 && (size_t)id < IFD_ARRAY_LEN(METHODS) ? METHODS[id].name : "?";
-}
-
 #define BIND(fname, ...)                                                   \
     static const char *const P_[] = {__VA_ARGS__};                         \
     jargs_bind(r, fname, a, P_, IFD_ARRAY_LEN(P_), p)

@@ -112,7 +112,6 @@ static void *ja_grow(jinja_arena *a, void *p, size_t old_n, size_t new_n) {
 
 jv jv_cstr(const char *s) { return jv_str(s, strlen(s)); }
 
-jv jv_strdup(jr *r, const char *s, size_t n) { return jv_str(ja_strndup(&r->arena, s, n), n); }
 
 jv_list *jv_list_new(jr *r, size_t cap) {
     jv_list *l = ja_alloc(&r->arena, sizeof(*l));
