@@ -2,14 +2,15 @@
  *
  * Layout: jinja_lex.c (text -> tokens), jinja_parse.c (tokens -> immutable AST),
  * jinja_value.c (arena, values, Python-like str/repr/compare), jinja_str.c (UTF-8 and
- * Python string algorithms), jinja_format.c (% and str.format), jinja_json.c (cJSON <-> values, tojson), jinja_eval.c
- * (expressions), jinja_exec.c (statements, scopes, render entry), jinja_filters.c
- * (filters and tests), jinja_methods.c (str/dict/list methods and globals).
+ * Python string algorithms), jinja_format.c (% and str.format), jinja_json.c (cJSON <->
+ * values, tojson), jinja_eval.c (expressions), jinja_exec.c (statements, scopes, render
+ * entry), jinja_filters.c (filters), jinja_tests.c (tests, argument binding),
+ * jinja_methods.c (str/dict/list methods and globals).
  *
  * Memory: everything a render creates lives in one arena (jinja_arena) that is freed in
  * one go when the render ends; values are never individually freed and need no
  * reference counts. Errors inside a render or a parse longjmp back to the entry point
- * (jr_fail / jp_fail); that is safe because nothing but the arena and the output
+ * (jr_fail in a render, pfail in the parser); that is safe because nothing but the arena and the output
  * buffer (both owned by the entry point) is allocated on the way.
  *
  * Threads: a parsed template (AST + constants) is never written after parsing, so any
