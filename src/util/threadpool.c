@@ -1,16 +1,28 @@
-/* threadpool.c — persistent pthread pool: a generation counter publishes each job,
- * workers spin on it for SPIN_NS and then sleep on a condition variable; the caller
- * wakes sleepers only when there are any, runs tasks itself, and waits until every
- * worker has checked in for the job (so the next job can reuse the job slot safely).
+/* threadpool.c — persistent pthread pool.
  *
- * Memory ordering: the caller writes the job slot, then bumps `gen` (seq_cst); a
- * worker that reads the new `gen` (seq_cst) sees the slot. Sleeping uses the
- * store-then-load pairing (gen / n_sleeping, both seq_cst) so a wake-up is never lost:
- * either the caller sees the sleeper and broadcasts under the mutex, or the sleeper
- * sees the new generation before it waits. */
+ * A job is published in one 64-bit word, `work` = generation (24 bits) | next task
+ * index (20) | task count (20); any thread (the caller or a worker) claims task i by a
+ * compare-and-swap of i -> i + 1 on that word, and the caller returns once `n_done`
+ * reaches the task count. Workers never have to check in: a worker that is asleep or
+ * descheduled when a job arrives costs nothing (the caller, or the other workers, run
+ * its share), which keeps a loaded machine from stalling every job on the slowest
+ * thread's next time slice.
+ *
+ * Why a claim is safe without a lock: the job slot (fn, ctx) is rewritten only after
+ * every task of the previous job has completed, hence after every claim of it. A
+ * claimer reads the slot after an acquire load of `work` = (g, i, n) and only runs the
+ * task if its CAS from that same value succeeds; success with i < n means job g was
+ * still unfinished, so the slot it read was job g's (the generation field rules out
+ * ABA across jobs).
+ *
+ * Sleeping: idle workers spin on `gen` for SPIN_NS, then wait on a condition variable;
+ * the store-then-load pairing (gen / n_sleeping, both seq_cst) means a wake-up is never
+ * lost: either the caller sees the sleeper and broadcasts under the mutex, or the
+ * sleeper sees the new generation before it waits. */
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
@@ -38,18 +50,22 @@ struct tp {
     int n_threads; /* including the caller */
     tp_worker *workers;
     int n_started;
-    /* job slot (written by the caller while no job runs) */
+    /* job slot: written (relaxed atomics) by the caller while no job runs */
     tp_fn fn;
     void *ctx;
-    int32_t n_tasks;
-    int32_t next;  /* atomic: next task index to hand out */
-    int32_t n_done; /* atomic: workers that finished the current job */
-    uint64_t gen;   /* atomic: job generation */
+    uint64_t work;  /* atomic: gen | next | n, see WORK_* */
+    int32_t n_done; /* atomic: tasks of the current job completed */
+    uint32_t job_gen;
+    uint64_t gen;   /* atomic: bumped per job, what idle workers watch */
     int stop;       /* atomic */
     int n_sleeping; /* atomic */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
+
+#define WORK_BITS 20
+#define WORK_MASK ((1ull << WORK_BITS) - 1)
+#define WORK_PACK(g, i, n) (((uint64_t)(g) << (2 * WORK_BITS)) | ((uint64_t)(i) << WORK_BITS) | (uint64_t)(n))
 
 int tp_online_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -62,14 +78,19 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* Claim and run tasks of the current job until none is left. */
 static void run_tasks(tp *p, int32_t thread) {
-    const tp_fn fn = p->fn;
-    void *ctx = p->ctx;
-    const int32_t n = p->n_tasks;
     for (;;) {
-        const int32_t i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
-        if (i >= n) break;
-        fn(ctx, i, n, thread);
+        uint64_t w = __atomic_load_n(&p->work, __ATOMIC_ACQUIRE);
+        const uint32_t i = (uint32_t)((w >> WORK_BITS) & WORK_MASK), n = (uint32_t)(w & WORK_MASK);
+        if (i >= n) return;
+        const tp_fn fn = __atomic_load_n(&p->fn, __ATOMIC_RELAXED);
+        void *ctx = __atomic_load_n(&p->ctx, __ATOMIC_RELAXED);
+        if (!__atomic_compare_exchange_n(&p->work, &w, w + (1ull << WORK_BITS), false,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            continue;
+        fn(ctx, (int32_t)i, (int32_t)n, thread);
+        __atomic_fetch_add(&p->n_done, 1, __ATOMIC_RELEASE);
     }
 }
 
@@ -104,7 +125,6 @@ static void *worker_main(void *arg) {
         seen = wait_job(p, seen);
         if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) break;
         run_tasks(p, w->index);
-        __atomic_fetch_add(&p->n_done, 1, __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -168,15 +188,20 @@ void tp_run(tp *p, tp_fn fn, void *ctx, int32_t n_tasks) {
         for (int32_t i = 0; i < n_tasks; i++) fn(ctx, i, n_tasks, 0);
         return;
     }
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
+    if ((uint64_t)n_tasks > WORK_MASK) { /* more tasks than the word holds: run in rounds */
+        for (int32_t i = 0; i < n_tasks; i++) fn(ctx, i, n_tasks, 0);
+        return;
+    }
+    __atomic_store_n(&p->fn, fn, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->ctx, ctx, __ATOMIC_RELAXED);
     __atomic_store_n(&p->n_done, 0, __ATOMIC_RELAXED);
+    p->job_gen = (p->job_gen + 1) & 0xffffff;
+    __atomic_store_n(&p->work, WORK_PACK(p->job_gen, 0, n_tasks), __ATOMIC_RELEASE);
     publish(p);
     run_tasks(p, 0);
-    for (uint32_t it = 0; __atomic_load_n(&p->n_done, __ATOMIC_ACQUIRE) < p->n_started; it++) {
+    /* every task is claimed; wait for the ones other threads are still running */
+    for (uint32_t it = 0; __atomic_load_n(&p->n_done, __ATOMIC_ACQUIRE) < n_tasks; it++) {
         CPU_RELAX();
-        if ((it & 4095) == 4095) sched_yield(); /* a worker lost its core */
+        if ((it & 1023) == 1023) sched_yield(); /* its thread lost its core */
     }
 }
