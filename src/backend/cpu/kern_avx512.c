@@ -124,8 +124,8 @@ AI __m512 dw_pair(uint16_t h0, uint16_t h1) {
     return _mm512_cvtph_ps(hv);
 }
 
-/* Unsigned weight bytes and scales of blocks 2p, 2p+1 (only 2p when half). */
-AI void ld_pair(ggml_type t, const uint8_t *row, int64_t p, int half, __m512i *wq, __m512 *dw) {
+/* Unsigned weight bytes of blocks 2p, 2p+1 (only 2p when half). */
+AI __m512i ld_pair_q(ggml_type t, const uint8_t *row, int64_t p, int half) {
     if (t == GGML_TYPE_Q4_0) {
         const uint8_t *b0 = row + (size_t)p * 36;
         const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2)));
@@ -135,17 +135,38 @@ AI void ld_pair(ggml_type t, const uint8_t *row, int64_t p, int half, __m512i *w
         const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
         const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
                                             0x0004000400040004LL, 0x0004000400040004LL, 0, 0);
-        *wq = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
-        *dw = dw_pair(ld16(b0), half ? 0 : ld16(b0 + 18));
-    } else { /* Q8_0 */
-        const uint8_t *b0 = row + (size_t)p * 68;
-        const __m256i lo = _mm256_loadu_si256((const __m256i *)(b0 + 2));
-        const __m256i hi = half ? _mm256_set1_epi8((char)0x80)
-                                : _mm256_loadu_si256((const __m256i *)(b0 + 36));
-        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-        *wq = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
-        *dw = dw_pair(ld16(b0), half ? 0 : ld16(b0 + 34));
+        return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
     }
+    /* Q8_0 */
+    const uint8_t *b0 = row + (size_t)p * 68;
+    const __m256i lo = _mm256_loadu_si256((const __m256i *)(b0 + 2));
+    const __m256i hi = half ? _mm256_set1_epi8((char)0x80)
+                            : _mm256_loadu_si256((const __m256i *)(b0 + 36));
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+}
+
+AI size_t a8_block_bytes(ggml_type t) {
+    return t == GGML_TYPE_Q4_0 ? 18 : 34;
+}
+
+/* Scale vector of pair p (see dw_pair). */
+AI __m512 ld_pair_d(ggml_type t, const uint8_t *row, int64_t p, int half) {
+    const uint8_t *b0 = row + (size_t)p * 2 * a8_block_bytes(t);
+    return dw_pair(ld16(b0), half ? 0 : ld16(b0 + a8_block_bytes(t)));
+}
+
+/* Scale vectors of pairs p and p+1 from one f16 -> f32 conversion of the 4 block
+ * scales gathered in a general register (fewer vector uops than two dw_pair; the
+ * values are the same). */
+AI void ld_quad_d(ggml_type t, const uint8_t *row, int64_t p, __m512 *d0, __m512 *d1) {
+    const size_t bb = a8_block_bytes(t);
+    const uint8_t *b0 = row + (size_t)p * 2 * bb;
+    const uint64_t h = (uint64_t)ld16(b0) | (uint64_t)ld16(b0 + bb) << 16 |
+                       (uint64_t)ld16(b0 + 2 * bb) << 32 | (uint64_t)ld16(b0 + 3 * bb) << 48;
+    const __m512 d4 = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)h)));
+    *d0 = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), d4);
+    *d1 = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2), d4);
 }
 
 #ifndef PF_BYTES
@@ -155,14 +176,16 @@ AI void ld_pair(ggml_type t, const uint8_t *row, int64_t p, int half, __m512i *w
 /* One pair of blocks for the tile: every (row, token) accumulator gets
  * float(dot + offset) * (d_w * d_a). */
 AI void a8_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
-                const uint8_t *act, size_t act_stride, int64_t p, int half, __m512 acc[4][4]) {
+                const uint8_t *act, size_t act_stride, int64_t p, int half, const __m512 *dw_in,
+                __m512 acc[4][4]) {
     __m512i wq[4];
     __m512 dw[4];
     for (int r = 0; r < NR; r++) {
         /* several rows are interleaved DRAM streams: prefetch ahead (not needed for one) */
         if (NR > 1)
             _mm_prefetch((const char *)w0 + (size_t)r * row_bytes + (size_t)p * (t == GGML_TYPE_Q4_0 ? 36 : 68) + PF_BYTES, _MM_HINT_T0);
-        ld_pair(t, w0 + (size_t)r * row_bytes, p, half, &wq[r], &dw[r]);
+        wq[r] = ld_pair_q(t, w0 + (size_t)r * row_bytes, p, half);
+        dw[r] = dw_in ? dw_in[r] : ld_pair_d(t, w0 + (size_t)r * row_bytes, p, half);
     }
     for (int j = 0; j < NT; j++) {
         const a8_pair *ap = (const a8_pair *)(act + (size_t)j * act_stride) + p;
@@ -185,8 +208,16 @@ AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
     const int64_t np = nb / 2;
-    for (int64_t p = 0; p < np; p++) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, p, 0, acc);
-    if (nb & 1) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, np, 1, acc);
+    int64_t p = 0;
+    if (NR == 1) /* decode: two pairs per step, their scales converted together */
+        for (; p + 2 <= np; p += 2) {
+            __m512 d0, d1;
+            ld_quad_d(t, w0, p, &d0, &d1);
+            a8_step(1, NT, t, w0, row_bytes, act, act_stride, p, 0, &d0, acc);
+            a8_step(1, NT, t, w0, row_bytes, act, act_stride, p + 1, 0, &d1, acc);
+        }
+    for (; p < np; p++) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, p, 0, NULL, acc);
+    if (nb & 1) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, np, 1, NULL, acc);
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
