@@ -35,8 +35,9 @@ static float frand(void) { /* uniform in [-1, 1), never exactly 0 */
     return f == 0.0f ? 0.5f : f;
 }
 
+/* Q5_0 has no SIMD kernel: it checks the fallback to the reference dot. */
 static const ggml_type TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
-                                  GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+                                  GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q5_0};
 
 static const char *tname(ggml_type t) {
     return ggml_type_get((uint32_t)t)->name;
@@ -69,7 +70,7 @@ static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
         default: /* K-quants: random bytes (every bit pattern of quants/scales is valid)
                   * with positive super-block scales of a sane size */
             for (size_t i = 0; i < w.row_bytes; i++) row[i] = (uint8_t)(frand() * 127.0f + 128.0f);
-            for (int64_t b = 0; b < cols / QK_K; b++) {
+            for (int64_t b = 0; t != GGML_TYPE_Q5_0 && b < cols / QK_K; b++) {
                 if (t == GGML_TYPE_Q4_K) {
                     block_q4_K *blk = (block_q4_K *)row + b;
                     blk->d = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
@@ -79,6 +80,9 @@ static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
                     blk->d = ifd_f32_to_fp16(0.0005f * (1.5f + frand()));
                 }
             }
+            if (t == GGML_TYPE_Q5_0)
+                for (int64_t b = 0; b < cols / 32; b++)
+                    ((block_q5_0 *)row + b)->d = ifd_f32_to_fp16(0.005f * (1.5f + frand()));
         }
     }
     free(tmp);

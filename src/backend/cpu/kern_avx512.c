@@ -528,8 +528,8 @@ static void k5_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size
     case GGML_TYPE_Q6_K:
         gemm_q6_K(w, r0, r1, act, act_stride, nt, out, out_stride);
         break;
-    default:
-        IFD_ASSERT(!"unsupported weight type");
+    default: /* types without a SIMD kernel (e.g. Q5_0): the reference dot on f32 rows */
+        kern_scalar_table.gemm(w, r0, r1, act, act_stride, nt, out, out_stride, scratch);
     }
 }
 
