@@ -65,11 +65,19 @@ static bool a8_type(ggml_type t) {
     return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
 }
 
-/* Row layout: npairs a8_pair, then (Q4_K) float dsum[2 * npairs]. */
+/* Row layout: npairs a8_pair, float da[2 * npairs] (the block scales again, compact,
+ * for the decode kernel), then (Q4_K) float dsum[2 * npairs]. */
+static size_t a8_da_offset(int64_t np) {
+    return (size_t)np * sizeof(a8_pair);
+}
+static size_t a8_dsum_offset(int64_t np) {
+    return a8_da_offset(np) + ((size_t)np * 2 * sizeof(float) + 63) / 64 * 64;
+}
+
 static size_t k5_act_row_bytes(ggml_type t, int64_t K) {
     if (!a8_type(t)) return 0;
-    const size_t np = (size_t)((K + 63) / 64);
-    return np * sizeof(a8_pair) + (t == GGML_TYPE_Q4_K ? (np * 2 * sizeof(float) + 63) / 64 * 64 : 0);
+    const int64_t np = (K + 63) / 64;
+    return a8_dsum_offset(np) + (t == GGML_TYPE_Q4_K ? ((size_t)np * 2 * sizeof(float) + 63) / 64 * 64 : 0);
 }
 
 static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
@@ -77,7 +85,8 @@ static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
     const int32_t M = a8_offset(t);
     a8_pair *pp = dst;
     const int64_t nb = K / 32, np = (nb + 1) / 2;
-    float *dsum = (float *)(pp + np);
+    float *da = (float *)((uint8_t *)dst + a8_da_offset(np));
+    float *dsum = (float *)((uint8_t *)dst + a8_dsum_offset(np));
     for (int64_t p = 0; p < np; p++) {
         a8_pair *ap = &pp[p];
         memset(ap->bias, 0, sizeof ap->bias);
@@ -86,6 +95,7 @@ static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
             if (b >= nb) {
                 memset(ap->qs + 32 * h, 0, 32);
                 for (int i = 0; i < 8; i++) ap->d[8 * h + i] = 0.0f;
+                da[b] = 0.0f;
                 continue;
             }
             const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
@@ -99,6 +109,7 @@ static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
             _mm_storeu_si128((__m128i *)(ap->qs + 32 * h + 16), _mm512_cvtepi32_epi8(q1));
             const int32_t s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
             for (int i = 0; i < 8; i++) ap->d[8 * h + i] = d;
+            da[b] = d;
             if (t == GGML_TYPE_Q6_K) { /* groups of 16 = 4 lanes */
                 ap->bias[8 * h] = -M * s0;
                 ap->bias[8 * h + 4] = -M * s1;
@@ -156,15 +167,18 @@ AI __m512 ld_pair_d(ggml_type t, const uint8_t *row, int64_t p, int half) {
     return dw_pair(ld16(b0), half ? 0 : ld16(b0 + a8_block_bytes(t)));
 }
 
-/* Scale vectors of pairs p and p+1 from one f16 -> f32 conversion of the 4 block
- * scales gathered in a general register (fewer vector uops than two dw_pair; the
- * values are the same). */
-AI void ld_quad_d(ggml_type t, const uint8_t *row, int64_t p, __m512 *d0, __m512 *d1) {
+/* Scale vectors d_w * d_a of pairs p and p+1 (one row, one token): one f16 -> f32
+ * conversion of the 4 block scales gathered in a general register and one 4-lane
+ * product with the compact activation scales da[2p .. 2p+3]. Each lane holds the same
+ * product a8_step forms 16 lanes at a time, so results are identical. */
+AI void ld_quad_s(ggml_type t, const uint8_t *row, int64_t p, const float *da, __m512 *d0,
+                  __m512 *d1) {
     const size_t bb = a8_block_bytes(t);
     const uint8_t *b0 = row + (size_t)p * 2 * bb;
     const uint64_t h = (uint64_t)ld16(b0) | (uint64_t)ld16(b0 + bb) << 16 |
                        (uint64_t)ld16(b0 + 2 * bb) << 32 | (uint64_t)ld16(b0 + 3 * bb) << 48;
-    const __m512 d4 = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)h)));
+    const __m512 d4 = _mm512_castps128_ps512(
+        _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)h)), _mm_loadu_ps(da + 2 * p)));
     *d0 = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), d4);
     *d1 = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2), d4);
 }
@@ -176,8 +190,7 @@ AI void ld_quad_d(ggml_type t, const uint8_t *row, int64_t p, __m512 *d0, __m512
 /* One pair of blocks for the tile: every (row, token) accumulator gets
  * float(dot + offset) * (d_w * d_a). */
 AI void a8_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
-                const uint8_t *act, size_t act_stride, int64_t p, int half, const __m512 *dw_in,
-                __m512 acc[4][4]) {
+                const uint8_t *act, size_t act_stride, int64_t p, int half, __m512 acc[4][4]) {
     __m512i wq[4];
     __m512 dw[4];
     for (int r = 0; r < NR; r++) {
@@ -185,7 +198,7 @@ AI void a8_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
         if (NR > 1)
             _mm_prefetch((const char *)w0 + (size_t)r * row_bytes + (size_t)p * (t == GGML_TYPE_Q4_0 ? 36 : 68) + PF_BYTES, _MM_HINT_T0);
         wq[r] = ld_pair_q(t, w0 + (size_t)r * row_bytes, p, half);
-        dw[r] = dw_in ? dw_in[r] : ld_pair_d(t, w0 + (size_t)r * row_bytes, p, half);
+        dw[r] = ld_pair_d(t, w0 + (size_t)r * row_bytes, p, half);
     }
     for (int j = 0; j < NT; j++) {
         const a8_pair *ap = (const a8_pair *)(act + (size_t)j * act_stride) + p;
@@ -199,6 +212,15 @@ AI void a8_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
     }
 }
 
+/* One pair for one row and one token with the scale S = d_w * d_a given. */
+AI void a8_step11(ggml_type t, const uint8_t *w0, const uint8_t *act, int64_t p, __m512 S,
+                  __m512 *acc) {
+    const __m512i wq = ld_pair_q(t, w0, p, 0);
+    const a8_pair *ap = (const a8_pair *)act + p;
+    const __m512i dot = _mm512_dpbusd_epi32(_mm512_loadu_si512(ap->bias), wq, _mm512_loadu_si512(ap->qs));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), S, *acc);
+}
+
 /* Integer micro-kernel: NR rows x NT tokens over nb blocks (a trailing odd block is a
  * half pair whose missing half contributes exactly 0). */
 AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
@@ -209,15 +231,17 @@ AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
         for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
     const int64_t np = nb / 2;
     int64_t p = 0;
-    if (NR == 1) /* decode: two pairs per step, their scales converted together */
+    if (NR == 1 && NT == 1) { /* decode: two pairs per step, scales formed together */
+        const float *da = (const float *)(act + a8_da_offset((nb + 1) / 2));
         for (; p + 2 <= np; p += 2) {
-            __m512 d0, d1;
-            ld_quad_d(t, w0, p, &d0, &d1);
-            a8_step(1, NT, t, w0, row_bytes, act, act_stride, p, 0, &d0, acc);
-            a8_step(1, NT, t, w0, row_bytes, act, act_stride, p + 1, 0, &d1, acc);
+            __m512 s0, s1;
+            ld_quad_s(t, w0, p, da, &s0, &s1);
+            a8_step11(t, w0, act, p, s0, &acc[0][0]);
+            a8_step11(t, w0, act, p + 1, s1, &acc[0][0]);
         }
-    for (; p < np; p++) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, p, 0, NULL, acc);
-    if (nb & 1) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, np, 1, NULL, acc);
+    }
+    for (; p < np; p++) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, p, 0, acc);
+    if (nb & 1) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, np, 1, acc);
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
@@ -348,8 +372,7 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
                 __m256 dm;
                 q4k_scales(blk, &scl[r], &dm);
                 for (int j = 0; j < NT; j++) {
-                    const a8_pair *row = (const a8_pair *)(act + (size_t)j * act_stride);
-                    const float *dsum = (const float *)(row + 4 * nsb) + 8 * sb;
+                    const float *dsum = (const float *)(act + (size_t)j * act_stride + a8_dsum_offset(4 * nsb)) + 8 * sb;
                     acc[r][j] = _mm512_fnmadd_ps(_mm512_castps256_ps512(dm),
                                                  _mm512_castps256_ps512(_mm256_loadu_ps(dsum)), acc[r][j]);
                 }
