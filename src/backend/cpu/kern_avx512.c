@@ -65,13 +65,17 @@ static bool a8_type(ggml_type t) {
     return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
 }
 
-/* Row layout: npairs a8_pair, float da[2 * npairs] (the block scales again, compact,
- * for the decode kernel), then (Q4_K) float dsum[2 * npairs]. */
+/* Row layout: npairs a8_pair, float da[2 * npairs] and int32 boff[2 * npairs] (the
+ * block scales and 32-group offsets again, compact, for the decode kernel), then (Q4_K)
+ * float dsum[2 * npairs]. */
 static size_t a8_da_offset(int64_t np) {
     return (size_t)np * sizeof(a8_pair);
 }
-static size_t a8_dsum_offset(int64_t np) {
+static size_t a8_boff_offset(int64_t np) {
     return a8_da_offset(np) + ((size_t)np * 2 * sizeof(float) + 63) / 64 * 64;
+}
+static size_t a8_dsum_offset(int64_t np) {
+    return a8_boff_offset(np) + ((size_t)np * 2 * sizeof(int32_t) + 63) / 64 * 64;
 }
 
 static size_t k5_act_row_bytes(ggml_type t, int64_t K) {
@@ -86,6 +90,7 @@ static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
     a8_pair *pp = dst;
     const int64_t nb = K / 32, np = (nb + 1) / 2;
     float *da = (float *)((uint8_t *)dst + a8_da_offset(np));
+    int32_t *boff = (int32_t *)((uint8_t *)dst + a8_boff_offset(np));
     float *dsum = (float *)((uint8_t *)dst + a8_dsum_offset(np));
     for (int64_t p = 0; p < np; p++) {
         a8_pair *ap = &pp[p];
@@ -96,6 +101,7 @@ static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
                 memset(ap->qs + 32 * h, 0, 32);
                 for (int i = 0; i < 8; i++) ap->d[8 * h + i] = 0.0f;
                 da[b] = 0.0f;
+                boff[b] = 0;
                 continue;
             }
             const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
@@ -116,6 +122,7 @@ static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
             } else {
                 ap->bias[8 * h] = -M * (s0 + s1);
             }
+            boff[b] = ap->bias[8 * h];
             if (t == GGML_TYPE_Q4_K) dsum[b] = d * (float)(s0 + s1);
         }
     }
@@ -214,10 +221,10 @@ AI void a8_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
 
 /* One pair for one row and one token with the scale S = d_w * d_a given. */
 AI void a8_step11(ggml_type t, const uint8_t *w0, const uint8_t *act, int64_t p, __m512 S,
-                  __m512 *acc) {
+                  __m512i bias, __m512 *acc) {
     const __m512i wq = ld_pair_q(t, w0, p, 0);
     const a8_pair *ap = (const a8_pair *)act + p;
-    const __m512i dot = _mm512_dpbusd_epi32(_mm512_loadu_si512(ap->bias), wq, _mm512_loadu_si512(ap->qs));
+    const __m512i dot = _mm512_dpbusd_epi32(bias, wq, _mm512_loadu_si512(ap->qs));
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), S, *acc);
 }
 
@@ -233,11 +240,16 @@ AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
     int64_t p = 0;
     if (NR == 1 && NT == 1) { /* decode: two pairs per step, scales formed together */
         const float *da = (const float *)(act + a8_da_offset((nb + 1) / 2));
+        const int32_t *boff = (const int32_t *)(act + a8_boff_offset((nb + 1) / 2));
+        /* the offset vectors a8_pair holds: lane 0 <- block 2p, lane 8 <- block 2p+1 */
+        const __m512i i0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i i1 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 2);
         for (; p + 2 <= np; p += 2) {
             __m512 s0, s1;
             ld_quad_s(t, w0, p, da, &s0, &s1);
-            a8_step11(t, w0, act, p, s0, &acc[0][0]);
-            a8_step11(t, w0, act, p + 1, s1, &acc[0][0]);
+            const __m512i b4 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(boff + 2 * p)));
+            a8_step11(t, w0, act, p, s0, _mm512_maskz_permutexvar_epi32(0x0101, i0, b4), &acc[0][0]);
+            a8_step11(t, w0, act, p + 1, s1, _mm512_maskz_permutexvar_epi32(0x0101, i1, b4), &acc[0][0]);
         }
     }
     for (; p < np; p++) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, p, 0, acc);
