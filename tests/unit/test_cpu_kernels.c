@@ -7,14 +7,15 @@
  * backend on the shakespeare test models).
  *
  * Tolerances (stated at each check):
- *  - scalar level: the matmul is the reference dot per element: exactly equal.
- *  - F32/F16/BF16/Q4_K/Q6_K at SIMD levels: the weights are converted exactly; only
+ *  - scalar level (and Q5_0 everywhere, no SIMD kernel): the matmul is the reference
+ *    dot per element: exactly equal at the scalar level.
+ *  - F32/F16/BF16 at SIMD levels (and Q4_K/Q6_K at AVX2, dequantized exactly): only
  *    the summation order differs (16 or 8 lanes, then a tree): |err| <= 1e-5 * S where
  *    S = sum_k |w_k x_k| (worst-case float reassociation error is ~K * 2^-24 * S;
  *    1e-5 leaves room for K up to ~170 blocks of lanes and still catches any wrong
  *    element, whose error would be ~|w_k x_k| >> 1e-5 * S).
- *  - Q8_0/Q4_0 at SIMD levels: activations are quantized to int8 per block of 32
- *    (step amax/127, round to nearest), so |err| <= sum_blocks (sum_k |w_k|) *
+ *  - Q8_0/Q4_0 at SIMD levels and Q4_K/Q6_K at AVX-512: activations are quantized to
+ *    int8 per block of 32 (step amax/127, round to nearest), so |err| <= sum_blocks (sum_k |w_k|) *
  *    amax_b / 254 (half a step per element) + 1e-5 * S. That is ~1e-2 of S on random
  *    data, the usual cost of the q8 activation path. */
 #include <math.h>
