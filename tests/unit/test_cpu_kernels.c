@@ -9,12 +9,12 @@
  * Tolerances (stated at each check):
  *  - scalar level (and Q5_0 everywhere, no SIMD kernel): the matmul is the reference
  *    dot per element: exactly equal at the scalar level.
- *  - F32/F16/BF16 at SIMD levels (and Q4_K/Q6_K at AVX2, dequantized exactly): only
+ *  - F32/F16/BF16 at SIMD levels: only
  *    the summation order differs (16 or 8 lanes, then a tree): |err| <= 1e-5 * S where
  *    S = sum_k |w_k x_k| (worst-case float reassociation error is ~K * 2^-24 * S;
  *    1e-5 leaves room for K up to ~170 blocks of lanes and still catches any wrong
  *    element, whose error would be ~|w_k x_k| >> 1e-5 * S).
- *  - Q8_0/Q4_0 at SIMD levels and Q4_K/Q6_K at AVX-512: activations are quantized to
+ *  - Q8_0/Q4_0/Q4_K/Q6_K at SIMD levels: activations are quantized to
  *    int8 per block of 32 (step amax/127, round to nearest), so |err| <= sum_blocks (sum_k |w_k|) *
  *    amax_b / 254 (half a step per element) + 1e-5 * S. That is ~1e-2 of S on random
  *    data, the usual cost of the q8 activation path. */
@@ -97,11 +97,11 @@ static float *rand_vec(size_t n, float scale) {
     return v;
 }
 
-/* Which types use int8 activations at a level (AVX2: Q8_0/Q4_0; AVX-512: all four
- * block-quantized types; the K-quants at AVX2 dequantize exactly to f32 instead). */
+/* Which types use int8 activations at a level: the four block-quantized types at
+ * both SIMD levels. */
 static bool is_int8_act(ggml_type t, int level) {
-    if (level == CPU_LEVEL_AVX512 && (t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K)) return true;
-    return level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0);
+    return level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 ||
+                                       t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K);
 }
 
 /* Allowed |fast - ref| for out[t][r] at a level (see the file comment). */

@@ -50,7 +50,8 @@ typedef struct kern_table {
 /* Query tokens per attention tile (attn_tile). */
 #define KERN_ATTN_QT 4
 
-/* Per-thread gemm scratch: a tile of up to 4 dequantized K-quant rows of K floats. */
+/* Per-thread gemm scratch (room for a tile of 4 rows of K floats; the current kernels
+ * work in registers and leave it unused). */
 #define KERN_GEMM_SCRATCH_FLOATS(K) ((size_t)4 * (size_t)(K))
 
 extern const kern_table kern_scalar_table;

@@ -5,7 +5,10 @@
  *    -8*sum(a) offset; Q8_0: |w| x sign(a, w); neither can saturate the int16 pair
  *    sums: 15*127*2 and 128*127*2 are < 32768), then one f32 FMA per block.
  *  - F32 / F16 / BF16: exact conversion in registers, f32 FMA, 8 lanes over K.
- *  - Q4_K / Q6_K: rows dequantized (vectorized) into scratch, then the F32 path.
+ *  - Q4_K / Q6_K: the same integer dot per 32-element block of their super-blocks
+ *    (Q6_K: 6-bit q with a -32 * sum offset per 16-element scale group; Q4_K: nibbles,
+ *    d*sc in the FMA, the dmin*m minimum as one 8-lane FMA per super-block against the
+ *    activation's per-block d_a * sum(a)).
  * Every output element runs the same instruction sequence whatever its tile: batch
  * invariant. Thread-safe (no state). */
 #include <math.h>
@@ -53,8 +56,11 @@ typedef struct a8_block {
     float d[8];      /* the block scale in every lane */
 } a8_block;
 
+/* Row: a8_block[K / 32], then (Q4_K) float dsum[K / 32] = d_a * sum(a) per block. */
 static size_t k2_act_row_bytes(ggml_type t, int64_t K) {
-    if (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0) return (size_t)(K / 32) * sizeof(a8_block);
+    if (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q6_K)
+        return (size_t)(K / 32) * sizeof(a8_block);
+    if (t == GGML_TYPE_Q4_K) return (size_t)(K / 32) * (sizeof(a8_block) + sizeof(float));
     return 0;
 }
 
@@ -82,12 +88,20 @@ static void k2_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
         __m256i p = _mm256_packs_epi16(p01, p23);
         p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)ab[b].qs, p);
-        const __m256i s4 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-        int32_t lanes[8], s = 0;
-        _mm256_storeu_si256((__m256i *)lanes, s4);
-        for (int i = 0; i < 8; i++) s += lanes[i];
+        int32_t lanes0[8], lanes1[8], s0 = 0, s1 = 0; /* sums of elements 0-15, 16-31 */
+        _mm256_storeu_si256((__m256i *)lanes0, _mm256_add_epi32(q[0], q[1]));
+        _mm256_storeu_si256((__m256i *)lanes1, _mm256_add_epi32(q[2], q[3]));
+        for (int i = 0; i < 8; i++) {
+            s0 += lanes0[i];
+            s1 += lanes1[i];
+        }
         memset(ab[b].bias, 0, sizeof ab[b].bias);
-        if (t == GGML_TYPE_Q4_0) ab[b].bias[0] = -8 * s;
+        if (t == GGML_TYPE_Q4_0) ab[b].bias[0] = -8 * (s0 + s1);
+        if (t == GGML_TYPE_Q6_K) { /* its scale groups of 16 = int32 lanes 0-3, 4-7 */
+            ab[b].bias[0] = -32 * s0;
+            ab[b].bias[4] = -32 * s1;
+        }
+        if (t == GGML_TYPE_Q4_K) ((float *)(ab + K / 32))[b] = d * (float)(s0 + s1);
         for (int i = 0; i < 8; i++) ab[b].d[i] = d;
     }
 }
@@ -169,6 +183,133 @@ static void gemm_q4_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
 static void gemm_q8_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
                       int32_t nt, float *out, size_t os) {
     gemm_a8(GGML_TYPE_Q8_0, w, r0, r1, act, as, nt, out, os);
+}
+
+/* ---- K-quants, integer path: one 32-element block of the activation at a time ------- */
+
+/* Q4_K: d * sc[0..7] and dmin * m[0..7] of a super-block. */
+AI void q4k_scales8(const uint8_t *blk, float *dsc, __m256 *dm) {
+    uint32_t w[3], scw[2], mw[2];
+    memcpy(w, blk + 4, 12);
+    scw[0] = w[0] & 0x3f3f3f3fu;
+    mw[0] = w[1] & 0x3f3f3f3fu;
+    scw[1] = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+    mw[1] = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+    uint64_t sc8, m8;
+    memcpy(&sc8, scw, 8);
+    memcpy(&m8, mw, 8);
+    const __m256 d = bcast_f16(ld16(blk)), dmin = bcast_f16(ld16(blk + 2));
+    _mm256_storeu_ps(dsc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc8)))));
+    *dm = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8))));
+}
+
+/* Unsigned quants of sub-block j (32 elements, in order) of a K-quant super-block. */
+AI __m256i kq_block(ggml_type t, const uint8_t *blk, int j) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    if (t == GGML_TYPE_Q4_K) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * (j >> 1)));
+        return (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+    }
+    /* Q6_K: half n = j / 4, the 4 groups of 32 of that half (see deq_q6_K) */
+    const int n = j >> 2, g = j & 3;
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(blk + 64 * n + 32 * (g & 1)));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
+    const __m256i lo = (g >> 1) ? _mm256_and_si256(_mm256_srli_epi16(a, 4), m4) : _mm256_and_si256(a, m4);
+    __m256i hb;
+    switch (g) {
+    case 0: hb = _mm256_slli_epi16(h, 4); break;
+    case 1: hb = _mm256_slli_epi16(h, 2); break;
+    case 2: hb = h; break;
+    default: hb = _mm256_srli_epi16(h, 2); break;
+    }
+    return _mm256_or_si256(lo, _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+}
+
+#define KQ_NR 2
+#define KQ_NT 3
+
+/* Per element: per super-block (Q4_K) acc -= dmin*m . dsum (8 lanes), then per block
+ * acc += float(dot [+ offset]) * (scale * d_a). */
+AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, float *out, size_t out_stride) {
+    const size_t sbb = t == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[KQ_NR][KQ_NT];
+    for (int r = 0; r < NR; r++)
+        for (int jt = 0; jt < NT; jt++) acc[r][jt] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        float dsc[KQ_NR][16];
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+            if (t == GGML_TYPE_Q4_K) {
+                __m256 dm;
+                q4k_scales8(blk, dsc[r], &dm);
+                for (int jt = 0; jt < NT; jt++) {
+                    const float *dsum = (const float *)((const a8_block *)(act + (size_t)jt * act_stride) + 8 * nsb) + 8 * sb;
+                    acc[r][jt] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(dsum), acc[r][jt]);
+                }
+            } else {
+                const float d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 208))));
+                for (int g = 0; g < 16; g++) dsc[r][g] = d * (float)(int8_t)blk[192 + g];
+            }
+        }
+        for (int j = 0; j < 8; j++) {
+            __m256i wq[KQ_NR];
+            __m256 sv[KQ_NR];
+            for (int r = 0; r < NR; r++) {
+                const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+                wq[r] = kq_block(t, blk, j);
+                sv[r] = t == GGML_TYPE_Q4_K
+                            ? _mm256_set1_ps(dsc[r][j])
+                            : _mm256_setr_ps(dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j],
+                                             dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1]);
+            }
+            for (int jt = 0; jt < NT; jt++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)jt * act_stride) + 8 * sb + j;
+                const __m256i a = _mm256_loadu_si256((const __m256i *)ab->qs);
+                const __m256 da = _mm256_loadu_ps(ab->d);
+                for (int r = 0; r < NR; r++) {
+                    __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], a), ones);
+                    if (t == GGML_TYPE_Q6_K) dot = _mm256_add_epi32(dot, _mm256_loadu_si256((const __m256i *)ab->bias));
+                    acc[r][jt] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv[r], da), acc[r][jt]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int jt = 0; jt < NT; jt++) out[(size_t)jt * out_stride + r] = hsum8(acc[r][jt]);
+}
+
+AI void gemm_kq_t(const ggml_type t, const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
+                  size_t as, int32_t nt, float *out, size_t os) {
+    const int64_t nsb = w->n_cols / QK_K;
+    const size_t rb = w->row_bytes;
+    int64_t r = r0;
+    for (; nt >= KQ_NT && r + KQ_NR <= r1; r += KQ_NR) { /* one row at a time for decode */
+        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
+        int32_t j = 0;
+        for (; j + KQ_NT <= nt; j += KQ_NT)
+            kq_tile(KQ_NR, KQ_NT, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
+        for (; j < nt; j++)
+            kq_tile(KQ_NR, 1, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
+    }
+    for (; r < r1; r++) {
+        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
+        int32_t j = 0;
+        for (; j + KQ_NT <= nt; j += KQ_NT)
+            kq_tile(1, KQ_NT, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
+        for (; j < nt; j++)
+            kq_tile(1, 1, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
+    }
+}
+
+static void gemm_q4_K(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
+                      int32_t nt, float *out, size_t os) {
+    gemm_kq_t(GGML_TYPE_Q4_K, w, r0, r1, act, as, nt, out, os);
+}
+static void gemm_q6_K(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
+                      int32_t nt, float *out, size_t os) {
+    gemm_kq_t(GGML_TYPE_Q6_K, w, r0, r1, act, as, nt, out, os);
 }
 
 /* ---- float paths ----------------------------------------------------------------------- */
@@ -259,94 +400,6 @@ static void gemm_bf16(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const 
     gemm_f_rows(GGML_TYPE_BF16, b, rb, K, nr, a, as, nt, o, os);
 }
 
-/* ---- K-quant dequantization (same values as quant_dequantize_row_ref) ---------------- */
-
-static void scale_min_k4(const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    for (int j = 0; j < 8; j++) {
-        if (j < 4) {
-            sc[j] = q[j] & 63;
-            m[j] = q[j + 4] & 63;
-        } else {
-            sc[j] = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-            m[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-        }
-    }
-}
-
-AI __m256 u8x8_ps(__m128i v) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-}
-
-static void deq_q4_K(const uint8_t *blk, float *y) {
-    const float d = ifd_fp16_to_f32(ld16(blk)), dmin = ifd_fp16_to_f32(ld16(blk + 2));
-    uint8_t sc[8], m[8];
-    scale_min_k4(blk + 4, sc, m);
-    const uint8_t *q = blk + 16;
-    for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
-        __m256i nib[2];
-        nib[0] = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-        nib[1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
-        for (int h = 0; h < 2; h++) {
-            const __m256 dv = _mm256_set1_ps(d * sc[2 * c + h]), mv = _mm256_set1_ps(dmin * m[2 * c + h]);
-            uint8_t bytes[32];
-            _mm256_storeu_si256((__m256i *)bytes, nib[h]);
-            float *yc = y + 64 * c + 32 * h;
-            for (int i = 0; i < 4; i++)
-                _mm256_storeu_ps(yc + 8 * i, _mm256_sub_ps(_mm256_mul_ps(dv, u8x8_ps(_mm_loadl_epi64((const __m128i *)(bytes + 8 * i)))), mv));
-        }
-    }
-}
-
-static void deq_q6_K(const uint8_t *blk, float *y) {
-    const uint8_t *ql = blk, *qh = blk + 128;
-    const int8_t *sc = (const int8_t *)(blk + 192);
-    const float d = ifd_fp16_to_f32(ld16(blk + 208));
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    for (int n = 0; n < 2; n++) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *)(ql + 64 * n));
-        const __m256i b = _mm256_loadu_si256((const __m256i *)(ql + 64 * n + 32));
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(qh + 32 * n));
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-        q[1] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
-        const int8_t *s = sc + 8 * n;
-        float *yn = y + 128 * n;
-        for (int g = 0; g < 4; g++) {
-            uint8_t bytes[32];
-            _mm256_storeu_si256((__m256i *)bytes, q[g]);
-            for (int i = 0; i < 4; i++) {
-                const __m256 qf = _mm256_cvtepi32_ps(_mm256_sub_epi32(
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(bytes + 8 * i))), _mm256_set1_epi32(32)));
-                _mm256_storeu_ps(yn + 32 * g + 8 * i, _mm256_mul_ps(_mm256_set1_ps(d * s[2 * g + i / 2]), qf));
-            }
-        }
-    }
-}
-
-#define KR 4
-static void gemm_kquant(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                        int32_t nt, float *out, size_t os, float *scratch) {
-    const int64_t K = w->n_cols, nsb = K / QK_K;
-    const size_t sb_bytes = w->type == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K);
-    for (int64_t r = r0; r < r1; r += KR) {
-        const int64_t nr = IFD_MIN(KR, r1 - r);
-        for (int64_t i = 0; i < nr; i++) {
-            const uint8_t *row = (const uint8_t *)w->data + (size_t)(r + i) * w->row_bytes;
-            for (int64_t s = 0; s < nsb; s++) {
-                if (w->type == GGML_TYPE_Q4_K)
-                    deq_q4_K(row + (size_t)s * sb_bytes, scratch + i * K + s * QK_K);
-                else
-                    deq_q6_K(row + (size_t)s * sb_bytes, scratch + i * K + s * QK_K);
-            }
-        }
-        gemm_f32((const uint8_t *)scratch, (size_t)K * sizeof(float), K, nr, act, as, nt, out + r, os);
-    }
-}
-
 static void k2_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size_t as,
                     int32_t nt, float *out, size_t os, float *scratch) {
     const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
@@ -367,8 +420,10 @@ static void k2_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size
         gemm_bf16(base, w->row_bytes, w->n_cols, r1 - r0, act, as, nt, out + r0, os);
         break;
     case GGML_TYPE_Q4_K:
+        gemm_q4_K(w, r0, r1, act, as, nt, out, os);
+        break;
     case GGML_TYPE_Q6_K:
-        gemm_kquant(w, r0, r1, act, as, nt, out, os, scratch);
+        gemm_q6_K(w, r0, r1, act, as, nt, out, os);
         break;
     default: /* types without a SIMD kernel (e.g. Q5_0): the reference dot on f32 rows */
         kern_scalar_table.gemm(w, r0, r1, act, as, nt, out, os, scratch);
