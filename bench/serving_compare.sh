@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Serving benchmark of issue 4: the same client (bench/serving_bench.py: N streaming
+# requests, C at a time, M output tokens) against inferd serve and against llama.cpp's
+# server (llama-cpp-python[server]) on the same GGUF file and the same cores.
+# Usage: bench/serving_compare.sh MODEL.gguf [BUILD_DIR] [N] [C] [M]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL=$1
+BIN=${2:-build}/inferd
+N=${3:-64}; C=${4:-16}; M=${5:-128}
+PY=${PYTHON:-python3}
+THREADS=${THREADS:-$(nproc)}
+PORT_A=18431; PORT_B=18432
+wait_up() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$1$2" >/dev/null 2>&1 && return 0; sleep 0.2; done; return 1; }
+
+"$BIN" serve -m "$MODEL" --port $PORT_A --threads "$THREADS" --served-model-name bench \
+  --max-num-seqs 64 --no-log-requests >/tmp/inferd-serve-bench.log 2>&1 &
+PA=$!
+trap 'kill $PA 2>/dev/null || true; [ -n "${PB:-}" ] && kill $PB 2>/dev/null || true' EXIT
+wait_up $PORT_A /health/ready
+echo "== inferd"
+$PY bench/serving_bench.py --base-url http://127.0.0.1:$PORT_A/v1 --model bench \
+  --num-requests "$N" --concurrency "$C" --max-tokens "$M" --label inferd | tail -12
+kill $PA; wait $PA 2>/dev/null || true
+
+if $PY -c "import llama_cpp.server" 2>/dev/null; then
+  $PY -m llama_cpp.server --model "$MODEL" --port $PORT_B --n_threads "$THREADS" \
+    --n_threads_batch "$THREADS" --n_ctx 4096 --model_alias bench >/tmp/llamacpp-serve-bench.log 2>&1 &
+  PB=$!
+  wait_up $PORT_B /v1/models
+  echo "== llama.cpp server (llama-cpp-python)"
+  $PY bench/serving_bench.py --base-url http://127.0.0.1:$PORT_B/v1 --model bench \
+    --num-requests "$N" --concurrency "$C" --max-tokens "$M" --label llama.cpp | tail -12
+  kill $PB; wait $PB 2>/dev/null || true
+else
+  echo "llama-cpp-python[server] not installed: peer not measured"
+fi
