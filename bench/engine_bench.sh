@@ -35,8 +35,10 @@ echo "== 1. batch-1 decode and pp512 ($THREADS threads)"
 printf "%-6s %14s %14s %14s %14s\n" type "inferd tg" "llama.cpp tg" "inferd pp512" "llama.cpp pp512"
 for t in $TYPES; do
   m=$(model "$t")
-  read -r ttft tpot < <("$BIN" bench -m "$m" --threads "$THREADS" --num-requests 1 --input-len-range 512 \
-      --output-len-range "$([ "$QUICK" = 1 ] && echo 16 || echo 128)" --max-num-seqs 1 | json ttft_ms_p50 tpot_ms_p50)
+  read -r ttft < <("$BIN" bench -m "$m" --threads "$THREADS" --num-requests 1 --input-len-range 512 \
+      --output-len-range 1 --max-num-seqs 1 | json ttft_ms_p50)
+  read -r tpot < <("$BIN" bench -m "$m" --threads "$THREADS" --num-requests 1 --input-len-range 8 \
+      --output-len-range "$([ "$QUICK" = 1 ] && echo 16 || echo 128)" --max-num-seqs 1 | json tpot_ms_p50)
   tg=$($PY -c "print(f'{1000/$tpot:.1f}')"); pp=$($PY -c "print(f'{512000/$ttft:.1f}')")
   ltg=-; lpp=-
   if [ "$QUICK" != 1 ] && $PY -c "import llama_cpp" 2>/dev/null; then
@@ -53,11 +55,11 @@ if [ "$QUICK" = 1 ]; then N=8; OUT=8:16; else N=64; OUT=64:256; fi
 "$BIN" bench -m "$m" --threads "$THREADS" --num-requests $N --input-len-range 64:512 --output-len-range $OUT --seed 1 | tail -15
 
 echo
-echo "== 3. chunked prefill: 8 decodes + 2,000-token prompts arriving every 10 s ($last)"
-printf "%-24s %12s %12s %12s %12s\n" max_num_batched_tokens "TPOT p50 ms" "TPOT p99 ms" "TTFT p50 ms" "TTFT p99 ms"
+echo "== 3. chunked prefill: 8 decodes + 2,000-token prompts arriving every 10 s ($last; ms)"
+printf "%-8s %10s %10s %10s %10s %10s %10s %10s\n" budget "TPOT p50" "TPOT p99" "ITL p50" "ITL p99" "ITL max" "TTFT p50" "TTFT p99"
 for b in 256 512 2048; do
-  read -r a b2 c d < <("$BIN" bench -m "$m" --threads "$THREADS" --scenario chunked --request-rate "$([ "$QUICK" = 1 ] && echo 2 || echo 0.1)" \
+  read -r a b2 i1 i2 i3 c d < <("$BIN" bench -m "$m" --threads "$THREADS" --scenario chunked --request-rate "$([ "$QUICK" = 1 ] && echo 2 || echo 0.1)" \
       --num-requests "$([ "$QUICK" = 1 ] && echo 2 || echo 4)" --max-num-batched-tokens $b --seed 1 \
-      | json tpot_ms_p50 tpot_ms_p99 ttft_ms_p50 ttft_ms_p99)
-  printf "%-24s %12s %12s %12s %12s\n" "$b" "$a" "$b2" "$c" "$d"
+      | json tpot_ms_p50 tpot_ms_p99 itl_ms_p50 itl_ms_p99 itl_ms_max ttft_ms_p50 ttft_ms_p99)
+  printf "%-8s %10s %10s %10s %10s %10s %10s %10s\n" "$b" "$a" "$b2" "$i1" "$i2" "$i3" "$c" "$d"
 done

@@ -31,6 +31,9 @@ typedef struct bench_state {
     pthread_cond_t cv;
     int32_t n_done;
     bench_req *reqs;
+    double *itl;   /* inter-token gaps (ms) of the measured group; engine thread only */
+    int64_t n_itl, cap_itl;
+    bool chunked;
 } bench_state;
 
 typedef struct cb_ctx {
@@ -43,6 +46,9 @@ static void on_output(const inferd_output *o, void *user) {
     bench_req *r = &c->st->reqs[c->i];
     double now = ifd_now_s();
     if (o->n_tokens > 0) {
+        const bool measured = !c->st->chunked || r->group == 0;
+        if (r->n_out > 0 && measured && c->st->n_itl < c->st->cap_itl)
+            c->st->itl[c->st->n_itl++] = (now - r->t_last) * 1e3 / o->n_tokens;
         if (r->n_out == 0) r->t_first = now;
         r->n_out += o->n_tokens;
         r->t_last = now;
@@ -188,6 +194,7 @@ int cli_bench(int argc, char **argv) {
         return 1;
     }
     int64_t total_in = 0, total_out = 0;
+    st.chunked = chunked;
     for (int i = 0; i < n_total; i++) {
         const bool bg = i < n_bg;
         int64_t il = bg ? 64 : in_lo + (int64_t)(rng_next(&rng) % (uint64_t)(in_hi - in_lo + 1));
@@ -201,6 +208,12 @@ int cli_bench(int argc, char **argv) {
         total_in += il;
         total_out += ol;
         ctx[i] = (cb_ctx){&st, i};
+    }
+    st.cap_itl = total_out;
+    st.itl = malloc((size_t)(total_out + 1) * sizeof(double));
+    if (!st.itl) {
+        fprintf(stderr, "inferd bench: out of memory\n");
+        return 1;
     }
     printf("inferd bench: %d requests, input %lld..%lld, output %lld..%lld, max_num_seqs %d, "
            "max_num_batched_tokens %d, scenario %s\n",
@@ -247,6 +260,9 @@ int cli_bench(int argc, char **argv) {
     }
     const double ttft50 = pct(ttft, n_ttft, 50), ttft99 = pct(ttft, n_ttft, 99);
     const double tpot50 = pct(tpot, n_tpot, 50), tpot99 = pct(tpot, n_tpot, 99);
+    const int n_itl = (int)st.n_itl;
+    const double itl50 = pct(st.itl, n_itl, 50), itl99 = pct(st.itl, n_itl, 99),
+                 itlmax = n_itl ? st.itl[n_itl - 1] : 0.0;
     printf("\n%-28s %12s\n", "metric", "value");
     printf("%-28s %12d\n", "requests", n_total);
     printf("%-28s %12lld\n", "prompt tokens", (long long)total_in);
@@ -258,15 +274,19 @@ int cli_bench(int argc, char **argv) {
     printf("%-28s %12.1f\n", chunked ? "TTFT p99, 2k prompts (ms)" : "TTFT p99 (ms)", ttft99);
     printf("%-28s %12.2f\n", chunked ? "TPOT p50, decodes (ms)" : "TPOT p50 (ms)", tpot50);
     printf("%-28s %12.2f\n", chunked ? "TPOT p99, decodes (ms)" : "TPOT p99 (ms)", tpot99);
+    printf("%-28s %12.2f\n", chunked ? "ITL p50, decodes (ms)" : "ITL p50 (ms)", itl50);
+    printf("%-28s %12.2f\n", chunked ? "ITL p99, decodes (ms)" : "ITL p99 (ms)", itl99);
+    printf("%-28s %12.2f\n", chunked ? "ITL max, decodes (ms)" : "ITL max (ms)", itlmax);
     printf("%-28s %12llu\n", "preemptions", (unsigned long long)es.preemptions);
     printf("%-28s %12llu\n", "prefix-cache hit tokens", (unsigned long long)es.prefix_hits_tokens);
     printf("%-28s %12llu\n", "engine steps", (unsigned long long)es.steps);
     printf("{\"requests\": %d, \"prompt_tokens\": %lld, \"output_tokens\": %lld, \"wall_s\": %.3f, "
            "\"output_tok_per_s\": %.2f, \"ttft_ms_p50\": %.1f, \"ttft_ms_p99\": %.1f, "
-           "\"tpot_ms_p50\": %.2f, \"tpot_ms_p99\": %.2f, \"max_num_batched_tokens\": %d, "
+           "\"tpot_ms_p50\": %.2f, \"tpot_ms_p99\": %.2f, \"itl_ms_p50\": %.2f, \"itl_ms_p99\": %.2f, "
+           "\"itl_ms_max\": %.2f, \"max_num_batched_tokens\": %d, "
            "\"max_num_seqs\": %d, \"scenario\": \"%s\"}\n",
            n_total, (long long)total_in, (long long)got_out, wall, (double)got_out / wall, ttft50,
-           ttft99, tpot50, tpot99, eo.max_num_batched_tokens, eo.max_num_seqs, scenario);
+           ttft99, tpot50, tpot99, itl50, itl99, itlmax, eo.max_num_batched_tokens, eo.max_num_seqs, scenario);
     inferd_engine_destroy(e);
     for (int i = 0; i < n_total; i++) free(prompts[i]);
     free(prompts);
@@ -275,6 +295,7 @@ int cli_bench(int argc, char **argv) {
     free(st.reqs);
     free(ttft);
     free(tpot);
+    free(st.itl);
     free(normal);
     pthread_mutex_destroy(&st.mu);
     pthread_cond_destroy(&st.cv);
