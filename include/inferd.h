@@ -28,7 +28,7 @@ typedef struct inferd_engine_options {
     int64_t kv_cache_bytes;         /* KV pool budget in bytes; 0 = use kv_cache_fraction */
     double kv_cache_fraction;       /* of available memory when kv_cache_bytes == 0 (default 0.25) */
     int32_t max_num_seqs;           /* running-set cap (default 64) */
-    int32_t max_num_batched_tokens; /* token budget per step (default 512) */
+    int32_t max_num_batched_tokens; /* token budget per step (default 256) */
     int32_t max_model_len;          /* 0 = the model's context length */
     bool enable_prefix_caching;     /* default true */
     bool reference_kernels;         /* CPU: plain C reference kernels (slow; for tests) */

@@ -18,7 +18,7 @@ void inferd_engine_options_default(inferd_engine_options *o) {
     o->block_size = 16;
     o->kv_cache_fraction = 0.25;
     o->max_num_seqs = 64;
-    o->max_num_batched_tokens = 512;
+    o->max_num_batched_tokens = 256; /* chosen from bench/engine_bench.sh section 3 */
     o->enable_prefix_caching = true;
     o->threaded = true;
 }

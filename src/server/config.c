@@ -83,7 +83,7 @@ static const cfg_opt OPTS[] = {
     {"threads", "-t", CFG_INT, O(threads), "0", 0, 1024, NULL, false, "engine CPU threads (0 = all cores)"},
     {"max-num-seqs", NULL, CFG_INT, O(max_num_seqs), "64", 1, 65536, NULL, false,
      "sequences running at once"},
-    {"max-num-batched-tokens", NULL, CFG_INT, O(max_num_batched_tokens), "512", 1, 1 << 24, NULL,
+    {"max-num-batched-tokens", NULL, CFG_INT, O(max_num_batched_tokens), "256", 1, 1 << 24, NULL,
      false, "tokens per engine step"},
     {"kv-cache-memory", NULL, CFG_SIZE, O(kv_cache_memory), "0", 0, BIG, NULL, false,
      "KV cache bytes, e.g. 2G (0 = kv-cache-fraction of free memory)"},
