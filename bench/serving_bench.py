@@ -59,6 +59,9 @@ def one_request(args, prompt: str, headers: dict) -> Result:
             "stream_options": {"include_usage": True}, "temperature": args.temperature}
     if args.ignore_eos:
         body["ignore_eos"] = True
+    if args.ban_token:
+        # servers that ignore ignore_eos (llama-cpp-python) still honour logit_bias
+        body["logit_bias"] = {str(t): -100 for t in args.ban_token}
     if args.endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
@@ -137,6 +140,9 @@ def main() -> int:
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=True,
                     help="ask for exactly --max-tokens tokens (servers that know ignore_eos)")
+    ap.add_argument("--ban-token", type=int, action="append", default=[],
+                    help="token id to ban with logit_bias -100 (repeatable; e.g. the EOS id, so "
+                         "every server generates exactly --max-tokens)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--label", default="")

@@ -11,6 +11,8 @@ N=${3:-64}; C=${4:-16}; M=${5:-128}
 PY=${PYTHON:-python3}
 THREADS=${THREADS:-$(nproc)}
 PORT_A=18431; PORT_B=18432
+# EOS is banned through logit_bias so both servers generate exactly M tokens.
+EOS=$("$BIN" info -m "$MODEL" | sed -n 's/.*, eos \([0-9]*\).*/\1/p')
 wait_up() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$1$2" >/dev/null 2>&1 && return 0; sleep 0.2; done; return 1; }
 
 "$BIN" serve -m "$MODEL" --port $PORT_A --threads "$THREADS" --served-model-name bench \
@@ -20,7 +22,7 @@ trap 'kill $PA 2>/dev/null || true; [ -n "${PB:-}" ] && kill $PB 2>/dev/null || 
 wait_up $PORT_A /health/ready
 echo "== inferd"
 $PY bench/serving_bench.py --base-url http://127.0.0.1:$PORT_A/v1 --model bench \
-  --num-requests "$N" --concurrency "$C" --max-tokens "$M" --label inferd | tail -12
+  --num-requests "$N" --concurrency "$C" --max-tokens "$M" --ban-token "$EOS" --label inferd | tail -12
 kill $PA; wait $PA 2>/dev/null || true
 
 if $PY -c "import llama_cpp.server" 2>/dev/null; then
@@ -30,7 +32,7 @@ if $PY -c "import llama_cpp.server" 2>/dev/null; then
   wait_up $PORT_B /v1/models
   echo "== llama.cpp server (llama-cpp-python)"
   $PY bench/serving_bench.py --base-url http://127.0.0.1:$PORT_B/v1 --model bench \
-    --num-requests "$N" --concurrency "$C" --max-tokens "$M" --label llama.cpp | tail -12
+    --num-requests "$N" --concurrency "$C" --max-tokens "$M" --ban-token "$EOS" --label llama.cpp | tail -12
   kill $PB; wait $PB 2>/dev/null || true
 else
   echo "llama-cpp-python[server] not installed: peer not measured"
