@@ -27,7 +27,8 @@ kill $PA; wait $PA 2>/dev/null || true
 
 if $PY -c "import llama_cpp.server" 2>/dev/null; then
   $PY -m llama_cpp.server --model "$MODEL" --port $PORT_B --n_threads "$THREADS" \
-    --n_threads_batch "$THREADS" --n_ctx 4096 --model_alias bench >/tmp/llamacpp-serve-bench.log 2>&1 &
+    --n_threads_batch "$THREADS" --n_ctx 4096 --model_alias bench --interrupt_requests False \
+    >/tmp/llamacpp-serve-bench.log 2>&1 &
   PB=$!
   wait_up $PORT_B /v1/models
   echo "== llama.cpp server (llama-cpp-python)"
