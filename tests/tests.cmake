@@ -15,6 +15,35 @@ foreach(src ${INFERD_UNIT_TESTS})
   set_tests_properties(${name} PROPERTIES LABELS unit SKIP_RETURN_CODE 77)
 endforeach()
 
+# inferd_add_asan_test(NAME SRC...): one more test executable built from SRC with
+# ASan+UBSan (leak checks on), so sanitizer-backed tests run in every normal ctest run.
+# Skipped with a message where the compiler cannot link -fsanitize=address,undefined,
+# and in TSan builds (the two sanitizers do not mix).
+include(CheckCSourceCompiles)
+if(NOT INFERD_SANITIZE STREQUAL "tsan")
+  set(CMAKE_REQUIRED_FLAGS "-fsanitize=address,undefined")
+  set(CMAKE_REQUIRED_LINK_OPTIONS "-fsanitize=address,undefined")
+  check_c_source_compiles("int main(void) { return 0; }" INFERD_CC_HAS_ASAN)
+  unset(CMAKE_REQUIRED_FLAGS)
+  unset(CMAKE_REQUIRED_LINK_OPTIONS)
+endif()
+function(inferd_add_asan_test name)
+  if(NOT INFERD_CC_HAS_ASAN)
+    message(STATUS "inferd: ${name} not built (no -fsanitize=address,undefined here)")
+    return()
+  endif()
+  set(_san -fsanitize=address,undefined -fno-sanitize-recover=all)
+  add_executable(${name} ${ARGN})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_compile_definitions(${name} PRIVATE INFERD_SHARED_DIR="${INFERD_SHARED_DIR}")
+  target_compile_options(${name} PRIVATE ${_san} -O1 -g -fno-omit-frame-pointer)
+  target_link_options(${name} PRIVATE ${_san})
+  target_link_libraries(${name} PRIVATE m)
+  add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES LABELS unit
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0;UBSAN_OPTIONS=print_stacktrace=1")
+endfunction()
+
 file(GLOB INFERD_TEST_CMAKE CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*/*.cmake)
 foreach(f ${INFERD_TEST_CMAKE})
   include(${f})

@@ -66,7 +66,7 @@ static void request_free(request *r) {
     free(r);
 }
 
-static void emit(inferd_engine *e, sequence *s, const int32_t *toks, int32_t n_toks,
+static void emit(sequence *s, const int32_t *toks, int32_t n_toks,
                  const char *text, size_t text_bytes, const inferd_token_logprob *lp,
                  int32_t n_top) {
     request *r = s->req;
@@ -86,7 +86,6 @@ static void emit(inferd_engine *e, sequence *s, const int32_t *toks, int32_t n_t
                        .cached_tokens = r->cached_tokens,
                        .queue_s = r->t_first_sched > 0 ? r->t_first_sched - r->t_submit : 0.0,
                        .ttft_s = r->t_first_token > 0 ? r->t_first_token - r->t_submit : 0.0};
-    (void)e;
     r->cb(&o, r->user);
 }
 
@@ -121,6 +120,7 @@ static void seq_finish(inferd_engine *e, sequence *s, inferd_finish_reason why,
                        const int32_t *toks, int32_t n_toks, const char *text, size_t n_text,
                        const inferd_token_logprob *lp, int32_t n_top) {
     request *r = s->req;
+    IFD_ASSERT(n_text == 0 || text == e->text_buf); /* the flush below appends to text_buf */
     seq_release(e, s);
     s->status = SEQ_FINISHED;
     s->finish = why;
@@ -130,7 +130,6 @@ static void seq_finish(inferd_engine *e, sequence *s, inferd_finish_reason why,
         char tail[64];
         size_t k = tok_detok_flush(&s->detok, tail, sizeof tail);
         bool stopped = false;
-        if (text != e->text_buf && n_text) memmove(e->text_buf, text, n_text);
         n += stop_push(&s->stop, tail, k, e->text_buf + n, e->text_cap - n, &stopped);
         if (!stopped) n += stop_flush(&s->stop, e->text_buf + n, e->text_cap - n);
         else if (why != INFERD_FINISH_ABORT) {
@@ -139,7 +138,7 @@ static void seq_finish(inferd_engine *e, sequence *s, inferd_finish_reason why,
         }
         text = e->text_buf;
     }
-    emit(e, s, toks, n_toks, text, n, lp, n_top);
+    emit(s, toks, n_toks, text, n, lp, n_top);
     if (why == INFERD_FINISH_ABORT) e->cnt.aborted++;
     if (--r->n_live == 0) {
         /* children never forked (parent ended first) are finished silently above */
@@ -262,7 +261,7 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
     } else if (s->n_generated >= s->max_tokens || s->n_tokens >= e->max_model_len) {
         seq_finish(e, s, INFERD_FINISH_LENGTH, &id, 1, e->text_buf, n_text, lp, n_top);
     } else {
-        emit(e, s, &id, 1, e->text_buf, n_text, lp, n_top);
+        emit(s, &id, 1, e->text_buf, n_text, lp, n_top);
     }
 }
 
