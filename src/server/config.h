@@ -29,7 +29,13 @@ typedef struct server_config {
     char *api_key_file;
     int64_t http_threads;
     int64_t max_connections;
-    int64_t connection_timeout_s;
+    int64_t reserve_connections;  /* over max_connections: health checks and metrics only */
+    int64_t connection_timeout_s; /* a response whose client stops reading */
+    double header_timeout_s;      /* receiving a request's head */
+    double body_timeout_s;        /* receiving a request's body */
+    double keepalive_timeout_s;   /* idle between requests on a kept-alive connection */
+    int64_t max_header_bytes;
+    char *allowed_origins;        /* CORS: comma-separated origins, or "*" */
     /* limits and admission */
     int64_t max_body_bytes;
     int64_t max_n;

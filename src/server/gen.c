@@ -3,13 +3,11 @@
 #define _GNU_SOURCE
 #include "gen.h"
 
-#include <poll.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <microhttpd.h>
-
+#include "httpd.h"
 #include "log.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -225,10 +223,7 @@ static void on_output(const inferd_output *o, void *user) {
     sub->cached_tokens = o->cached_tokens;
     sub->queue_s = o->queue_s;
     sub->ttft_s = o->ttft_s;
-    if (g->suspended && (g->stream || g->all_done)) {
-        g->suspended = false;
-        MHD_resume_connection(g->conn);
-    }
+    if (g->conn && (g->stream || g->all_done)) httpd_wake(g->conn);
     pthread_mutex_unlock(&g->mu);
     if (first_event) adm_release(s, sub, g->req.prompts[sub->idx].n_ids);
     if (sub_done) gen_unref(g); /* the engine's reference for this sub */
@@ -277,8 +272,8 @@ static int admit(server *s, const oai_request *r, api_error *e) {
     return 0;
 }
 
-int gen_start(server *s, oai_request *r, struct MHD_Connection *conn, int fd, double t_arrival,
-              gen_req **out, api_error *e) {
+int gen_start(server *s, oai_request *r, struct httpd_conn *conn, double t_arrival, gen_req **out,
+              api_error *e) {
     *out = NULL;
     if (admit(s, r, e)) {
         oai_request_free(r);
@@ -311,13 +306,13 @@ int gen_start(server *s, oai_request *r, struct MHD_Connection *conn, int fd, do
     g->n_subs = g->req.n_prompts;
     g->n_choices = n_choices;
     g->conn = conn;
-    g->fd = fd;
     g->stream = g->req.stream;
     g->abort = ABORT_NONE;
     g->t_arrival = t_arrival;
     g->t_submit = g->t_last_write = ifd_now_s();
     g->created = (int64_t)time(NULL);
-    g->model_name = s->names[0];
+    g->model_name = server_model_name(s, g->req.model);
+    if (!g->model_name) g->model_name = s->names[0];
     strcpy(g->id, g->req.kind == OAI_CHAT ? "chatcmpl-" : "cmpl-");
     rand_alnum(g->id + strlen(g->id), 24);
     for (int32_t i = 0; i < g->n_subs; i++) {
@@ -391,28 +386,41 @@ int gen_start(server *s, oai_request *r, struct MHD_Connection *conn, int fd, do
 /* ---- aborts ------------------------------------------------------------------------- */
 
 void gen_abort(gen_req *g, abort_reason why) {
-    uint64_t ids[64];
+    /* every submitted sub still running: as many as --max-prompts allows */
+    uint64_t small[64], *ids = small;
     int n = 0;
+    if (g->n_subs > (int32_t)IFD_ARRAY_LEN(small)) {
+        ids = malloc(sizeof *ids * (size_t)g->n_subs);
+        if (!ids) ids = small; /* out of memory: at least the first 64, and again below */
+    }
+    const int cap = ids == small ? (int)IFD_ARRAY_LEN(small) : (int)g->n_subs;
     pthread_mutex_lock(&g->mu);
     if (g->all_done || (g->aborting && g->abort == why)) {
         pthread_mutex_unlock(&g->mu);
+        if (ids != small) free(ids);
         return;
     }
     bool count = !g->abort_counted && why != ABORT_ERROR;
     if (count) g->abort_counted = true;
     g->aborting = true;
     g->abort = why;
-    for (int32_t i = 0; i < g->n_subs && n < 64; i++)
-        if (g->subs[i].submitted && g->subs[i].n_finished < g->req.n) ids[n++] = g->subs[i].id;
+    bool more = false;
+    for (int32_t i = 0; i < g->n_subs; i++)
+        if (g->subs[i].submitted && g->subs[i].n_finished < g->req.n) {
+            if (n < cap) ids[n++] = g->subs[i].id;
+            else more = true;
+        }
+    if (more) g->abort_retry = true; /* the watcher aborts the rest */
     pthread_mutex_unlock(&g->mu);
     if (count) metrics_abort(g->srv->metrics, why);
     for (int i = 0; i < n; i++) inferd_abort(g->srv->engine, ids[i]);
+    if (ids != small) free(ids);
 }
 
 void gen_release_http(gen_req *g, abort_reason why) {
     pthread_mutex_lock(&g->mu);
     g->http_done = true;
-    g->suspended = false;
+    g->conn = NULL;
     bool running = !g->all_done;
     pthread_mutex_unlock(&g->mu);
     if (running && why != ABORT_NONE) gen_abort(g, why);
@@ -449,28 +457,20 @@ void gen_abort_all(server *s, abort_reason why) {
 static void *watch_main(void *arg) {
     server *s = arg;
     while (!atomic_load(&s->watcher_stop)) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
         gen_req **v;
         int n = collect(s, &v);
-        struct pollfd *pf = n ? calloc((size_t)n, sizeof *pf) : NULL;
-        for (int i = 0; i < n && pf; i++) {
-            pf[i].fd = v[i]->fd;
-            pf[i].events = POLLRDHUP;
-        }
-        if (pf) {
-            if (poll(pf, (nfds_t)n, 100) < 0) memset(pf, 0, sizeof *pf * (size_t)n);
-        } else {
-            struct timespec ts = {0, 100 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
         const double now = ifd_now_s();
         for (int i = 0; i < n; i++) {
             gen_req *g = v[i];
             abort_reason why = ABORT_NONE;
             pthread_mutex_lock(&g->mu);
             bool live = !g->http_done;
-            if (live && pf && (pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
-                g->disconnected = true;
-                if (!g->all_done) why = ABORT_CLIENT_DISCONNECT;
+            if (g->abort_retry && !g->all_done) {
+                g->abort_retry = false;
+                why = g->abort;
+                g->aborting = false; /* let gen_abort run again for the rest */
             } else if (live && !g->all_done && s->cfg.queue_timeout_s > 0 && !g->aborting &&
                        now - g->t_submit > s->cfg.queue_timeout_s) {
                 bool waiting = false;
@@ -483,16 +483,13 @@ static void *watch_main(void *arg) {
                     metrics_rejected(s->metrics, "queue_timeout");
                 }
             }
-            bool keepalive = g->stream && now - g->t_last_write >= s->cfg.keepalive_s;
-            if (live && g->suspended && (g->disconnected || keepalive)) {
-                g->suspended = false;
-                MHD_resume_connection(g->conn);
-            }
+            /* a stream silent for keepalive_s gets a comment (written on its thread) */
+            if (live && g->conn && g->stream && !g->all_done && now - g->t_last_write >= s->cfg.keepalive_s)
+                httpd_wake(g->conn);
             pthread_mutex_unlock(&g->mu);
             if (why != ABORT_NONE) gen_abort(g, why);
             gen_unref(g);
         }
-        free(pf);
         free(v);
     }
     return NULL;

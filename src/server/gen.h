@@ -1,13 +1,15 @@
 /* gen.h — one generation request on its way through the engine: the prompts
  * (chat-rendered or tokenized), admission, submission to the engine (one engine
  * request per prompt, n choices each), the engine callback that accumulates each
- * choice's text / tokens / logprobs, aborts, and the watcher thread that notices
- * disconnected clients, sends keep-alives and enforces the queue deadline.
+ * choice's text / tokens / logprobs, aborts, and the watcher thread that wakes streams
+ * for keep-alive comments and enforces the queue deadline.
  *
  * Threads and lifetime: a gen_req is shared by the HTTP side (the connection that
  * owns it) and the engine (until the last choice's final event); it is reference
  * counted and freed by whichever lets go last. Everything mutable is under g->mu; the
- * engine callback holds it only to append bytes and flip flags (never blocks). */
+ * engine callback holds it only to append bytes, flip flags and wake the connection
+ * (never blocks). Client disconnects are seen by the HTTP server (httpd.c), which ends
+ * the request; gen_release_http then aborts what is still running. */
 #ifndef INFERD_SERVER_GEN_H
 #define INFERD_SERVER_GEN_H
 
@@ -19,7 +21,7 @@
 #include "openai.h"
 #include "server.h"
 
-struct MHD_Connection;
+struct httpd_conn;
 
 typedef struct gen_choice {
     sbuf text;                 /* everything generated so far */
@@ -61,15 +63,15 @@ typedef struct gen_req {
     const char *model_name;
     double t_arrival, t_submit, t_first_token, t_last_write;
     int32_t prompt_tokens; /* sum over prompts */
-    /* HTTP side */
-    struct MHD_Connection *conn;
-    int fd;         /* the connection's socket, watched for hang-ups */
+    /* HTTP side: the connection to wake (httpd_wake) when there is something to send;
+     * NULL once the HTTP side let go (gen_release_http), which happens on the
+     * connection's thread under mu, so a wake under mu never reaches a freed one */
+    struct httpd_conn *conn;
     bool stream;
-    bool suspended; /* the connection is suspended waiting for us */
-    bool http_done; /* the connection let go (notify-completed ran) */
-    bool disconnected;
+    bool http_done; /* the connection let go */
     bool aborting;
     bool abort_counted; /* aborted_total counted once */
+    bool abort_retry;   /* an abort could not name every sub (out of memory): again */
     abort_reason abort;
     bool has_error; /* an error after submission (queue timeout, engine error) */
     api_error error;
@@ -84,8 +86,8 @@ int gen_prepare(server *s, oai_request *r, api_error *e);
 
 /* Admission + submission. Takes ownership of *r (also on failure). On success *out
  * holds one reference for the HTTP side (drop it with gen_release_http). */
-int gen_start(server *s, oai_request *r, struct MHD_Connection *conn, int fd, double t_arrival,
-              gen_req **out, api_error *e);
+int gen_start(server *s, oai_request *r, struct httpd_conn *conn, double t_arrival, gen_req **out,
+              api_error *e);
 
 /* The HTTP side is done with g (response sent, or connection gone). If the generation
  * is still running it is aborted with `why` (ABORT_NONE: do not abort). */

@@ -1,26 +1,24 @@
-/* http.c — libmicrohttpd glue: per-request context, routing, auth, body limits, the
- * small endpoints, the generation endpoints (non-streaming: suspend until done;
- * streaming: a callback response whose reader suspends when it has nothing to send),
- * and the one place errors become HTTP responses. MHD worker threads. */
+/* http.c — the application on top of httpd.c: per-request context, routing, API keys,
+ * CORS, the connection reserve, the small endpoints, the generation endpoints
+ * (non-streaming: answered from on_wake once done; streaming: each wake writes the SSE
+ * events that are ready), and the one place errors become HTTP responses. Runs on the
+ * httpd I/O threads. */
 #include "http.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
+#include <ctype.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
-#include <microhttpd.h>
-
 #include "gen.h"
+#include "httpd.h"
 #include "log.h"
 #include "model/model.h"
 #include "response.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct http_req http_req;
-typedef enum MHD_Result (*route_fn)(http_req *hr);
+typedef int (*route_fn)(http_req *hr);
 
 typedef struct route {
     const char *path;
@@ -30,68 +28,78 @@ typedef struct route {
     bool needs_engine; /* 503 while loading */
     bool quiet;        /* not logged unless --log-health */
     bool prefix;       /* path is a prefix ("/v1/models/") */
+    bool reserve;      /* served over the connection limit too (health checks, metrics) */
 } route;
 
 struct http_req {
     server *s;
-    struct MHD_Connection *conn;
+    httpd_conn *conn;
+    const httpd_request *rq; /* during on_head / on_request only */
     const route *rt;
     char method[12];
     char path[128];
     char request_id[72];
     char client[64];
+    char origin[256]; /* an allowed Origin, echoed in the CORS headers; "" when none */
     double t_start;
     const char *url;
+    const char *body; /* on_request only */
+    size_t body_n;
     bool responded;
+    bool counted; /* in s->inflight */
     int status;
     const char *err_code;
-    sbuf body;
-    bool too_large;
     bool client_slot; /* holds a per-client concurrency slot */
     gen_req *gen;
-    sbuf wbuf; /* streaming: bytes formatted, not yet handed to MHD */
-    size_t wpos;
+    sbuf wbuf; /* streaming: SSE bytes formatted for one write */
 };
 
 /* ---- responses: every response goes through respond(); every error through
  * http_error() -------------------------------------------------------------------- */
 
-static enum MHD_Result respond(http_req *hr, int status, const char *ctype, sbuf *body,
-                               const api_error *e) {
-    size_t n = 0;
-    char *p = sbuf_take(body, &n);
-    struct MHD_Response *r = MHD_create_response_from_buffer(n, p, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(p);
-        return MHD_NO;
+#define MAX_RESP_HEADERS 12
+
+/* The headers every response carries: request id, CORS. */
+static int common_headers(http_req *hr, httpd_header *h, int n) {
+    h[n++] = (httpd_header){"X-Request-Id", hr->request_id};
+    if (hr->origin[0]) {
+        h[n++] = (httpd_header){"Access-Control-Allow-Origin", hr->origin};
+        h[n++] = (httpd_header){"Access-Control-Expose-Headers", "X-Request-Id, Retry-After"};
+        h[n++] = (httpd_header){"Vary", "Origin"};
     }
-    MHD_add_response_header(r, "Content-Type", ctype);
-    MHD_add_response_header(r, "X-Request-Id", hr->request_id);
+    return n;
+}
+
+static int respond(http_req *hr, int status, const char *ctype, sbuf *body, const api_error *e) {
+    httpd_header h[MAX_RESP_HEADERS];
+    int n = 0;
+    char ra[24];
+    h[n++] = (httpd_header){"Content-Type", ctype};
+    n = common_headers(hr, h, n);
     if (status == 503 || status == 429) {
-        char ra[24];
         snprintf(ra, sizeof ra, "%lld", (long long)hr->s->cfg.retry_after_s);
-        MHD_add_response_header(r, "Retry-After", ra);
+        h[n++] = (httpd_header){"Retry-After", ra};
     }
-    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    if (status == 405 && hr->rt) MHD_add_response_header(r, "Allow", hr->rt->method);
+    if (status == 401) h[n++] = (httpd_header){"WWW-Authenticate", "Bearer"};
+    if (status == 405 && hr->rt) h[n++] = (httpd_header){"Allow", !strcmp(hr->rt->method, "GET") ? "GET, HEAD" : hr->rt->method};
     hr->status = status;
     hr->err_code = e ? e->code : NULL;
     hr->responded = true;
     metrics_http(hr->s->metrics, status);
-    enum MHD_Result ret = MHD_queue_response(hr->conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return ret;
+    int rc = httpd_respond(hr->conn, status, h, n, body->p ? body->p : "", body->n);
+    sbuf_free(body);
+    return rc;
 }
 
-static enum MHD_Result http_error(http_req *hr, const api_error *e) {
+static int http_error(http_req *hr, const api_error *e) {
     sbuf b = {0};
     api_error_json(&b, e);
     return respond(hr, e->status, "application/json", &b, e);
 }
 
-static enum MHD_Result http_errorf(http_req *hr, int status, const char *code, const char *param,
+static int http_errorf(http_req *hr, int status, const char *code, const char *param,
                                    const char *fmt, ...) IFD_PRINTF(5, 6);
-static enum MHD_Result http_errorf(http_req *hr, int status, const char *code, const char *param,
+static int http_errorf(http_req *hr, int status, const char *code, const char *param,
                                    const char *fmt, ...) {
     api_error e;
     char msg[512];
@@ -103,7 +111,7 @@ static enum MHD_Result http_errorf(http_req *hr, int status, const char *code, c
     return http_error(hr, &e);
 }
 
-static enum MHD_Result respond_json(http_req *hr, sbuf *b) {
+static int respond_json(http_req *hr, sbuf *b) {
     if (b->oom) {
         sbuf_free(b);
         return http_errorf(hr, 500, NULL, NULL, "out of memory");
@@ -171,7 +179,7 @@ static bool authorized(http_req *hr) {
     pthread_mutex_lock(&s->keys_mu);
     bool need = s->n_keys > 0, ok = false;
     if (need) {
-        const char *h = MHD_lookup_connection_value(hr->conn, MHD_HEADER_KIND, "Authorization");
+        const char *h = httpd_header_get(hr->rq, "Authorization");
         if (h && !strncasecmp(h, "Bearer ", 7)) {
             const char *k = h + 7;
             while (*k == ' ') k++;
@@ -228,13 +236,13 @@ static void client_release(http_req *hr) {
 
 /* ---- small endpoints ---------------------------------------------------------------- */
 
-static enum MHD_Result ep_health(http_req *hr) {
+static int ep_health(http_req *hr) {
     sbuf b = {0};
     sbuf_puts(&b, "{\"status\":\"ok\"}");
     return respond_json(hr, &b);
 }
 
-static enum MHD_Result ep_ready(http_req *hr) {
+static int ep_ready(http_req *hr) {
     int st = atomic_load(&hr->s->state);
     if (st == SRV_READY) {
         sbuf b = {0};
@@ -246,7 +254,7 @@ static enum MHD_Result ep_ready(http_req *hr) {
     return http_errorf(hr, 503, "model_load_failed", NULL, "Not ready: the model failed to load.");
 }
 
-static enum MHD_Result ep_metrics(http_req *hr) {
+static int ep_metrics(http_req *hr) {
     server *s = hr->s;
     inferd_stats st;
     bool up = atomic_load(&s->state) != SRV_LOADING && s->engine;
@@ -265,12 +273,11 @@ static void model_obj(const server *s, const char *name, sbuf *b) {
     sbuf_json_str(b, name, strlen(name));
     sbuf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"inferd\",\"root\":",
                 (long long)s->created);
-    const char *root = s->model ? s->model->name : name;
-    sbuf_json_str(b, root, strlen(root));
+    sbuf_json_str(b, s->names[0], strlen(s->names[0]));
     sbuf_printf(b, ",\"parent\":null,\"max_model_len\":%d}", (int)s->max_model_len);
 }
 
-static enum MHD_Result ep_models(http_req *hr) {
+static int ep_models(http_req *hr) {
     server *s = hr->s;
     sbuf b = {0};
     sbuf_puts(&b, "{\"object\":\"list\",\"data\":[");
@@ -282,7 +289,7 @@ static enum MHD_Result ep_models(http_req *hr) {
     return respond_json(hr, &b);
 }
 
-static enum MHD_Result ep_model(http_req *hr) {
+static int ep_model(http_req *hr) {
     const char *id = hr->url + strlen("/v1/models/");
     for (int i = 0; i < hr->s->n_names; i++)
         if (!strcmp(id, hr->s->names[i])) {
@@ -293,12 +300,12 @@ static enum MHD_Result ep_model(http_req *hr) {
     return http_errorf(hr, 404, "model_not_found", "model", "The model does not exist.");
 }
 
-static enum MHD_Result ep_tokenize(http_req *hr) {
+static int ep_tokenize(http_req *hr) {
     server *s = hr->s;
     api_error e;
-    cJSON *root = oai_parse_object(hr->body.p, hr->body.n, &e);
+    cJSON *root = oai_parse_object(hr->body, hr->body_n, &e);
     if (!root) return http_error(hr, &e);
-    enum MHD_Result ret;
+    int ret;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
@@ -374,12 +381,12 @@ done:
     return ret;
 }
 
-static enum MHD_Result ep_detokenize(http_req *hr) {
+static int ep_detokenize(http_req *hr) {
     server *s = hr->s;
     api_error e;
-    cJSON *root = oai_parse_object(hr->body.p, hr->body.n, &e);
+    cJSON *root = oai_parse_object(hr->body, hr->body_n, &e);
     if (!root) return http_error(hr, &e);
-    enum MHD_Result ret;
+    int ret;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(root, "tokens");
     int32_t *ids = NULL, n_ids = 0;
@@ -410,57 +417,34 @@ static enum MHD_Result ep_detokenize(http_req *hr) {
 
 /* ---- generation endpoints ------------------------------------------------------------ */
 
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
-    http_req *hr = cls;
+/* Streaming: write the SSE events that are ready (on_wake / right after the start);
+ * a comment when the stream has been silent for the keep-alive interval. */
+static void stream_pump(http_req *hr) {
     gen_req *g = hr->gen;
-    (void)pos;
-    if (hr->wpos == hr->wbuf.n) {
-        sbuf_reset(&hr->wbuf);
-        hr->wpos = 0;
-        const double now = ifd_now_s();
-        pthread_mutex_lock(&g->mu);
-        if (g->disconnected) {
-            pthread_mutex_unlock(&g->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
-        bool done = sse_fill(g, &hr->wbuf);
-        if (hr->wbuf.n == 0) {
-            if (done) {
-                pthread_mutex_unlock(&g->mu);
-                return MHD_CONTENT_READER_END_OF_STREAM;
-            }
-            if (now - g->t_last_write < hr->s->cfg.keepalive_s) {
-                g->suspended = true;
-                MHD_suspend_connection(hr->conn);
-                pthread_mutex_unlock(&g->mu);
-                return 0;
-            }
-            sse_keepalive(&hr->wbuf);
-        }
-        g->t_last_write = now;
-        pthread_mutex_unlock(&g->mu);
-        if (hr->wbuf.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (httpd_pending(hr->conn) > (1u << 20)) return; /* a slow reader: wait for the drain */
+    sbuf_reset(&hr->wbuf);
+    const double now = ifd_now_s();
+    pthread_mutex_lock(&g->mu);
+    bool done = sse_fill(g, &hr->wbuf);
+    if (hr->wbuf.n == 0 && !done && now - g->t_last_write >= hr->s->cfg.keepalive_s) sse_keepalive(&hr->wbuf);
+    if (hr->wbuf.n) g->t_last_write = now;
+    pthread_mutex_unlock(&g->mu);
+    if (hr->wbuf.oom || (hr->wbuf.n && httpd_stream_write(hr->conn, hr->wbuf.p, hr->wbuf.n))) {
+        httpd_abort(hr->conn);
+        return;
     }
-    size_t k = IFD_MIN(max, hr->wbuf.n - hr->wpos);
-    memcpy(buf, hr->wbuf.p + hr->wpos, k);
-    hr->wpos += k;
-    return (ssize_t)k;
+    if (done) httpd_stream_end(hr->conn);
 }
 
-static enum MHD_Result finish_nonstream(http_req *hr) {
+/* Non-streaming: answer once every choice is done (called again on each wake). */
+static int finish_nonstream(http_req *hr) {
     gen_req *g = hr->gen;
     sbuf b = {0};
     api_error e;
     pthread_mutex_lock(&g->mu);
-    if (g->disconnected) {
+    if (!g->all_done) {
         pthread_mutex_unlock(&g->mu);
-        return MHD_NO; /* nobody to answer: close */
-    }
-    if (!g->all_done) { /* woken early (keep-alive tick): wait on */
-        g->suspended = true;
-        MHD_suspend_connection(hr->conn);
-        pthread_mutex_unlock(&g->mu);
-        return MHD_YES;
+        return 0;
     }
     int status = resp_body(g, &b, &e);
     pthread_mutex_unlock(&g->mu);
@@ -471,7 +455,7 @@ static enum MHD_Result finish_nonstream(http_req *hr) {
     return respond_json(hr, &b);
 }
 
-static enum MHD_Result generate(http_req *hr, oai_kind kind) {
+static int generate(http_req *hr, oai_kind kind) {
     server *s = hr->s;
     api_error e;
     oai_limits lim = {.max_n = (int32_t)s->cfg.max_n,
@@ -482,7 +466,7 @@ static enum MHD_Result generate(http_req *hr, oai_kind kind) {
                       .n_vocab = s->n_vocab,
                       .allow_request_chat_template = s->cfg.allow_request_chat_template};
     oai_request r;
-    if (oai_parse(&r, kind, hr->body.p, hr->body.n, &lim, &e)) {
+    if (oai_parse(&r, kind, hr->body, hr->body_n, &lim, &e)) {
         oai_request_free(&r);
         return http_error(hr, &e);
     }
@@ -500,38 +484,36 @@ static enum MHD_Result generate(http_req *hr, oai_kind kind) {
         oai_request_free(&r);
         return http_error(hr, &e);
     }
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(hr->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    int fd = ci ? ci->connect_fd : -1;
     bool stream = r.stream;
-    if (gen_start(s, &r, hr->conn, fd, hr->t_start, &hr->gen, &e)) return http_error(hr, &e);
+    if (gen_start(s, &r, hr->conn, hr->t_start, &hr->gen, &e)) return http_error(hr, &e);
     if (!stream) return finish_nonstream(hr);
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, hr, NULL);
-    if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream; charset=utf-8");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    MHD_add_response_header(resp, "X-Request-Id", hr->request_id);
+    httpd_header h[MAX_RESP_HEADERS];
+    int n = 0;
+    h[n++] = (httpd_header){"Content-Type", "text/event-stream; charset=utf-8"};
+    h[n++] = (httpd_header){"Cache-Control", "no-cache"};
+    h[n++] = (httpd_header){"X-Accel-Buffering", "no"};
+    n = common_headers(hr, h, n);
     hr->status = 200;
     hr->responded = true;
     metrics_http(s->metrics, 200);
-    enum MHD_Result ret = MHD_queue_response(hr->conn, 200, resp);
-    MHD_destroy_response(resp);
+    int ret = httpd_stream_start(hr->conn, 200, h, n);
+    if (!ret) stream_pump(hr);
     return ret;
 }
 
-static enum MHD_Result ep_chat(http_req *hr) { return generate(hr, OAI_CHAT); }
-static enum MHD_Result ep_completions(http_req *hr) { return generate(hr, OAI_COMPLETION); }
+static int ep_chat(http_req *hr) { return generate(hr, OAI_CHAT); }
+static int ep_completions(http_req *hr) { return generate(hr, OAI_COMPLETION); }
 
 static const route ROUTES[] = {
-    {"/v1/chat/completions", "POST", ep_chat, false, true, false, false},
-    {"/v1/completions", "POST", ep_completions, false, true, false, false},
-    {"/v1/models", "GET", ep_models, false, true, false, false},
-    {"/v1/models/", "GET", ep_model, false, true, false, true},
-    {"/tokenize", "POST", ep_tokenize, false, true, false, false},
-    {"/detokenize", "POST", ep_detokenize, false, true, false, false},
-    {"/health", "GET", ep_health, true, false, true, false},
-    {"/health/ready", "GET", ep_ready, true, false, true, false},
-    {"/metrics", "GET", ep_metrics, false, false, true, false},
+    {"/v1/chat/completions", "POST", ep_chat, false, true, false, false, false},
+    {"/v1/completions", "POST", ep_completions, false, true, false, false, false},
+    {"/v1/models", "GET", ep_models, false, true, false, false, false},
+    {"/v1/models/", "GET", ep_model, false, true, false, true, false},
+    {"/tokenize", "POST", ep_tokenize, false, true, false, false, false},
+    {"/detokenize", "POST", ep_detokenize, false, true, false, false, false},
+    {"/health", "GET", ep_health, true, false, true, false, true},
+    {"/health/ready", "GET", ep_ready, true, false, true, false, true},
+    {"/metrics", "GET", ep_metrics, false, false, true, false, true},
 };
 
 static const route *route_find(const char *url) {
@@ -545,10 +527,10 @@ static const route *route_find(const char *url) {
     return NULL;
 }
 
-/* ---- the MHD callbacks ---------------------------------------------------------------- */
+/* ---- the httpd callbacks ----------------------------------------------------------- */
 
 static void request_id(http_req *hr) {
-    const char *h = MHD_lookup_connection_value(hr->conn, MHD_HEADER_KIND, "X-Request-Id");
+    const char *h = httpd_header_get(hr->rq, "X-Request-Id");
     size_t n = h ? strlen(h) : 0;
     bool ok = n > 0 && n < sizeof hr->request_id;
     for (size_t i = 0; ok && i < n; i++) {
@@ -560,104 +542,170 @@ static void request_id(http_req *hr) {
     else rand_alnum(hr->request_id, 32);
 }
 
-static void client_addr(http_req *hr) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(hr->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    snprintf(hr->client, sizeof hr->client, "?");
-    if (!ci || !ci->client_addr) return;
-    const struct sockaddr *sa = ci->client_addr;
-    if (sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, hr->client, sizeof hr->client);
-    else if (sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, hr->client, sizeof hr->client);
+/* --allowed-origins: a comma-separated list of exact origins, or "*". */
+static bool origin_allowed(const server *s, const char *origin) {
+    const char *list = s->cfg.allowed_origins;
+    if (!list || !*list || !origin || !*origin) return false;
+    const size_t on = strlen(origin);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *e = p;
+        while (*e && *e != ',') e++;
+        const char *f = e;
+        while (f > p && f[-1] == ' ') f--;
+        size_t k = (size_t)(f - p);
+        if ((k == 1 && *p == '*') || (k == on && !memcmp(p, origin, k))) return true;
+        p = e;
+    }
+    return false;
 }
 
-/* Checks that need only the headers. Returns MHD_YES with nothing queued to go on. */
-static enum MHD_Result precheck(http_req *hr, const char *method) {
+static bool origin_is_wildcard(const server *s) {
+    const char *l = s->cfg.allowed_origins;
+    for (const char *p = l; p && *p; p++)
+        if (*p == '*') return true;
+    return false;
+}
+
+/* A header value listing header names: tokens, commas and spaces only. */
+static bool header_list_ok(const char *v) {
+    if (strlen(v) > 512) return false;
+    for (const char *p = v; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (!(isalnum(c) || c == '-' || c == '_' || c == ',' || c == ' ')) return false;
+    }
+    return true;
+}
+
+/* CORS preflight: OPTIONS with Origin and Access-Control-Request-Method. Answered for
+ * allowed origins without the API key (browsers send no credentials here); refused
+ * with 403 for the others. */
+static int preflight(http_req *hr) {
+    const char *origin = httpd_header_get(hr->rq, "Origin");
+    if (!hr->origin[0])
+        return http_errorf(hr, 403, "cors_origin_not_allowed", NULL, "This origin is not allowed (--allowed-origins).");
+    (void)origin;
+    const char *req_h = httpd_header_get(hr->rq, "Access-Control-Request-Headers");
+    httpd_header h[MAX_RESP_HEADERS];
+    int n = common_headers(hr, h, 0);
+    h[n++] = (httpd_header){"Access-Control-Allow-Methods", "GET, POST, OPTIONS"};
+    h[n++] = (httpd_header){"Access-Control-Allow-Headers",
+                            req_h && *req_h && header_list_ok(req_h) ? req_h
+                                                                    : "Authorization, Content-Type, X-Request-Id"};
+    h[n++] = (httpd_header){"Access-Control-Max-Age", "600"};
+    hr->status = 204;
+    hr->responded = true;
+    metrics_http(hr->s->metrics, 204);
+    return httpd_respond(hr->conn, 204, h, n, "", 0);
+}
+
+/* Checks that need only the head. Answers (and returns) when the request goes no
+ * further. Order: CORS preflight; the key (before any route is revealed, except the
+ * open ones); route and method; the connection reserve; the server's state. */
+static void precheck(http_req *hr) {
     server *s = hr->s;
     const route *r = hr->rt;
-    if (!r) return http_errorf(hr, 404, "not_found", NULL, "Unknown route.");
+    const char *method = hr->rq->method;
+    if (!strcmp(method, "OPTIONS") && httpd_header_get(hr->rq, "Origin") &&
+        httpd_header_get(hr->rq, "Access-Control-Request-Method")) {
+        preflight(hr);
+        return;
+    }
     bool is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    if (strcmp(method, r->method) && !(is_get && !strcmp(r->method, "GET")))
-        return http_errorf(hr, 405, "method_not_allowed", NULL, "Method not allowed on this route.");
-    if (!r->open && !authorized(hr))
-        return http_errorf(hr, 401, "invalid_api_key", NULL, "Missing or invalid API key.");
+    bool method_ok = r && (!strcmp(method, r->method) || (is_get && !strcmp(r->method, "GET")));
+    if (!(r && r->open && method_ok) && !authorized(hr)) {
+        http_errorf(hr, 401, "invalid_api_key", NULL, "Missing or invalid API key.");
+        return;
+    }
+    if (!r) {
+        http_errorf(hr, 404, "not_found", NULL, "Unknown route.");
+        return;
+    }
+    if (!method_ok) {
+        http_errorf(hr, 405, "method_not_allowed", NULL, "Method not allowed on this route.");
+        return;
+    }
+    if (hr->rq->reserve && !r->reserve) {
+        metrics_rejected(s->metrics, "too_many_connections");
+        http_errorf(hr, 503, "too_many_connections", NULL,
+                    "The server has too many open connections. Retry later.");
+        return;
+    }
     int st = atomic_load(&s->state);
     if (st == SRV_DRAINING && r->needs_engine) {
         metrics_rejected(s->metrics, "shutting_down");
-        return http_errorf(hr, 503, "shutting_down", NULL, "The server is shutting down.");
+        http_errorf(hr, 503, "shutting_down", NULL, "The server is shutting down.");
+        return;
     }
     if (st != SRV_READY && r->needs_engine)
-        return http_errorf(hr, 503, st == SRV_LOADING ? "model_loading" : "model_load_failed", NULL,
-                           st == SRV_LOADING ? "The model is loading." : "The model failed to load.");
-    const char *cl = MHD_lookup_connection_value(hr->conn, MHD_HEADER_KIND, "Content-Length");
-    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->cfg.max_body_bytes)
-        return http_errorf(hr, 413, "request_too_large", NULL, "The request body exceeds %lld bytes.",
-                           (long long)s->cfg.max_body_bytes);
-    return MHD_YES;
+        http_errorf(hr, 503, st == SRV_LOADING ? "model_loading" : "model_load_failed", NULL,
+                    st == SRV_LOADING ? "The model is loading." : "The model failed to load.");
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version, const char *upload,
-                                  size_t *upload_size, void **con_cls) {
-    server *s = cls;
-    (void)version;
-    http_req *hr = *con_cls;
+static void on_head(void *app, httpd_conn *c, const httpd_request *rq) {
+    server *s = app;
+    http_req *hr = calloc(1, sizeof *hr);
     if (!hr) {
-        hr = calloc(1, sizeof *hr);
-        if (!hr) return MHD_NO;
-        atomic_fetch_add(&s->inflight, 1);
-        *con_cls = hr;
-        hr->s = s;
-        hr->conn = conn;
-        hr->url = url;
-        hr->t_start = ifd_now_s();
-        snprintf(hr->method, sizeof hr->method, "%s", method);
-        snprintf(hr->path, sizeof hr->path, "%s", url);
-        hr->rt = route_find(url);
-        request_id(hr);
-        client_addr(hr);
-        return precheck(hr, method);
+        httpd_abort(c);
+        return;
     }
-    if (hr->responded && !hr->gen) { /* early answer: drop the rest of the body */
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        if (!hr->too_large) {
-            if (hr->body.n + *upload_size > (size_t)s->cfg.max_body_bytes) {
-                hr->too_large = true;
-                sbuf_free(&hr->body);
-            } else {
-                sbuf_put(&hr->body, upload, *upload_size);
-            }
-        }
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    if (hr->gen) return finish_nonstream(hr); /* resumed */
-    if (hr->too_large)
-        return http_errorf(hr, 413, "request_too_large", NULL, "The request body exceeds %lld bytes.",
-                           (long long)s->cfg.max_body_bytes);
-    if (hr->body.oom) return http_errorf(hr, 500, NULL, NULL, "out of memory");
-    return hr->rt->fn(hr);
+    httpd_set_user(c, hr);
+    hr->s = s;
+    hr->conn = c;
+    hr->rq = rq;
+    hr->url = rq->path;
+    hr->t_start = ifd_now_s();
+    snprintf(hr->method, sizeof hr->method, "%s", rq->method);
+    snprintf(hr->path, sizeof hr->path, "%s", rq->path);
+    snprintf(hr->client, sizeof hr->client, "%s", rq->client);
+    hr->rt = route_find(rq->path);
+    request_id(hr);
+    const char *origin = httpd_header_get(rq, "Origin");
+    if (origin_allowed(s, origin) && strlen(origin) < sizeof hr->origin)
+        snprintf(hr->origin, sizeof hr->origin, "%s", origin_is_wildcard(s) ? "*" : origin);
+    precheck(hr);
+    hr->rq = NULL;
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                         enum MHD_RequestTerminationCode toe) {
-    server *s = cls;
-    http_req *hr = *con_cls;
-    (void)conn;
+static void on_request(void *app, httpd_conn *c, const httpd_request *rq) {
+    server *s = app;
+    http_req *hr = httpd_user(c);
     if (!hr) return;
-    *con_cls = NULL;
+    hr->rq = rq;
+    hr->body = rq->body;
+    hr->body_n = rq->body_bytes;
+    hr->counted = true;
+    atomic_fetch_add(&s->inflight, 1);
+    hr->rt->fn(hr);
+    hr->rq = NULL;
+    hr->body = NULL;
+    hr->body_n = 0;
+}
+
+static void on_wake(void *app, httpd_conn *c, void *user) {
+    http_req *hr = user;
+    (void)app;
+    (void)c;
+    if (!hr || !hr->gen) return;
+    if (hr->gen->stream) stream_pump(hr);
+    else if (!hr->responded) finish_nonstream(hr);
+}
+
+static void on_done(void *app, httpd_conn *c, void *user, httpd_done why_done) {
+    server *s = app;
+    http_req *hr = user;
+    (void)c;
+    if (!hr) return;
     const double now = ifd_now_s();
     req_log L = {.request_id = hr->request_id, .method = hr->method, .path = hr->path,
                  .client = hr->client, .status = hr->status ? hr->status : 499,
                  .error_code = hr->err_code, .queue_s = -1, .ttft_s = -1, .total_s = now - hr->t_start};
     gen_req *g = hr->gen;
+    const bool quiet = hr->rt && hr->rt->quiet && !s->cfg.log_health;
     if (g) {
-        abort_reason why = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ABORT_NONE
-                           : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? ABORT_SHUTDOWN
-                                                                           : ABORT_CLIENT_DISCONNECT;
+        abort_reason why = why_done == HTTPD_DONE_OK         ? ABORT_NONE
+                           : why_done == HTTPD_DONE_SHUTDOWN ? ABORT_SHUTDOWN
+                                                             : ABORT_CLIENT_DISCONNECT;
         pthread_mutex_lock(&g->mu);
         bool done = g->all_done;
         if (!done && why == ABORT_NONE) why = ABORT_CLIENT_DISCONNECT;
@@ -696,64 +744,68 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         }
         pthread_mutex_unlock(&g->mu);
         if (hr->status == 200 && done && !L.abort_reason) metrics_observe(s->metrics, HIST_E2E, now - g->t_arrival);
-        if (s->cfg.log_requests && (!hr->rt || !hr->rt->quiet || s->cfg.log_health)) slog_request(&L);
+        if (s->cfg.log_requests && !quiet) slog_request(&L);
         gen_release_http(g, done ? ABORT_NONE : why);
-    } else if (s->cfg.log_requests && (!hr->rt || !hr->rt->quiet || s->cfg.log_health)) {
+    } else if (s->cfg.log_requests && !quiet) {
         slog_request(&L);
     }
     client_release(hr);
-    sbuf_free(&hr->body);
     sbuf_free(&hr->wbuf);
+    if (hr->counted) atomic_fetch_sub(&s->inflight, 1);
     free(hr);
-    atomic_fetch_sub(&s->inflight, 1);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t n = strlen(msg);
-    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
-    (void)cls;
-    slog("warn", "http: %s", msg);
+/* Errors httpd makes itself (malformed requests, limits, deadlines): OpenAI JSON. */
+static void error_body(void *app, const char *client, int status, const char *message, sbuf *out) {
+    server *s = app;
+    (void)client;
+    const char *code = status == 408   ? "request_timeout"
+                       : status == 413 ? "request_too_large"
+                       : status == 414 ? "uri_too_long"
+                       : status == 431 ? "request_header_fields_too_large"
+                       : status == 417 ? "expectation_failed"
+                       : status == 501 ? "not_implemented"
+                       : status == 505 ? "http_version_not_supported"
+                       : status >= 500 ? NULL
+                                       : "invalid_request";
+    api_error e;
+    if (status == 413)
+        api_fail(&e, status, code, NULL, "The request body exceeds %lld bytes.", (long long)s->cfg.max_body_bytes);
+    else
+        api_fail(&e, status, code, NULL, "%s", message);
+    api_error_json(out, &e);
+    metrics_http(s->metrics, status);
 }
 
 int http_start(server *s, char *err, size_t eb) {
-    struct addrinfo hints = {0}, *ai = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port[16];
-    snprintf(port, sizeof port, "%lld", (long long)s->cfg.port);
-    int gai = getaddrinfo(s->cfg.host, port, &hints, &ai);
-    if (gai) return ifd_errf(err, eb, IFD_ERR_INVALID, "--host %s: %s", s->cfg.host, gai_strerror(gai));
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    if (ai->ai_family == AF_INET6 && !strcmp(s->cfg.host, "::")) flags |= MHD_USE_DUAL_STACK;
     s->n_client_slots = 1024;
     s->clients = calloc((size_t)s->n_client_slots, sizeof *s->clients);
-    if (!s->clients) {
-        freeaddrinfo(ai);
-        return ifd_errf(err, eb, IFD_ERR_NOMEM, "out of memory");
-    }
-    s->mhd = MHD_start_daemon(
-        flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.http_threads,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.connection_timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!s->mhd)
-        return ifd_errf(err, eb, IFD_ERR_IO, "cannot listen on %s port %lld (in use, or not permitted)",
-                        s->cfg.host, (long long)s->cfg.port);
-    return 0;
+    if (!s->clients) return ifd_errf(err, eb, IFD_ERR_NOMEM, "out of memory");
+    const server_config *c = &s->cfg;
+    httpd_config hc = {.host = c->host,
+                       .port = (int)c->port,
+                       .n_threads = (int)c->http_threads,
+                       .max_connections = (int)c->max_connections,
+                       .reserve_connections = (int)c->reserve_connections,
+                       .header_timeout_s = c->header_timeout_s,
+                       .body_timeout_s = c->body_timeout_s,
+                       .idle_timeout_s = c->keepalive_timeout_s,
+                       .write_timeout_s = (double)c->connection_timeout_s,
+                       .max_head_bytes = (size_t)c->max_header_bytes,
+                       .max_target_bytes = 8192,
+                       .max_headers = 100,
+                       .max_body_bytes = (size_t)c->max_body_bytes};
+    const httpd_handlers h = {.on_head = on_head,
+                              .on_request = on_request,
+                              .on_wake = on_wake,
+                              .on_done = on_done,
+                              .error_body = error_body};
+    return httpd_start(&s->httpd, &hc, &h, s, err, eb);
 }
 
 void http_stop(server *s) {
-    if (s->mhd) MHD_stop_daemon(s->mhd);
-    s->mhd = NULL;
+    httpd_stop(s->httpd);
+    s->httpd = NULL;
     free(s->clients);
     s->clients = NULL;
 }

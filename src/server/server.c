@@ -20,11 +20,13 @@
 #include "model/model.h"
 #include "util/common.h"
 
-bool server_model_matches(const server *s, const char *name) {
-    if (!name) return true;
+bool server_model_matches(const server *s, const char *name) { return server_model_name(s, name) != NULL; }
+
+const char *server_model_name(const server *s, const char *name) {
+    if (!name) return s->names[0];
     for (int i = 0; i < s->n_names; i++)
-        if (!strcmp(name, s->names[i])) return true;
-    return false;
+        if (!strcmp(name, s->names[i])) return s->names[i];
+    return NULL;
 }
 
 static void add_name(server *s, const char *name, size_t n) {
@@ -39,7 +41,10 @@ static void add_name(server *s, const char *name, size_t n) {
     if ((v[s->n_names] = strndup(name, n))) s->n_names++;
 }
 
-static void set_names(server *s) {
+/* The served names: --served-model-name's, else the file's base name and that name
+ * without ".gguf". Never a directory path (a '/' in a served name is refused at
+ * start), never the GGUF's general.name (responses echo the name the client used). */
+static int set_names(server *s, char *err, size_t eb) {
     if (s->cfg.served_model_name && s->cfg.served_model_name[0]) {
         for (const char *p = s->cfg.served_model_name; *p;) {
             const char *c = strchr(p, ',');
@@ -47,15 +52,21 @@ static void set_names(server *s) {
             add_name(s, p, n);
             p += n + (c ? 1 : 0);
         }
-        if (s->n_names) return;
     }
-    /* default: the model's name, and the path as given and its base name as aliases */
-    if (s->model && s->model->name[0]) add_name(s, s->model->name, strlen(s->model->name));
-    const char *path = s->cfg.model;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    add_name(s, base, strlen(base));
-    add_name(s, path, strlen(path));
+    if (!s->n_names) {
+        const char *path = s->cfg.model;
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        add_name(s, base, strlen(base));
+        size_t n = strlen(base);
+        if (n > 5 && !strcmp(base + n - 5, ".gguf")) add_name(s, base, n - 5);
+    }
+    if (!s->n_names) return ifd_errf(err, eb, IFD_ERR_INVALID, "no served model name");
+    for (int i = 0; i < s->n_names; i++)
+        if (strchr(s->names[i], '/'))
+            return ifd_errf(err, eb, IFD_ERR_INVALID,
+                            "--served-model-name '%s': a served name may not contain '/'", s->names[i]);
+    return 0;
 }
 
 /* `inferd serve` without -m: the default model fetched by scripts/fetch_default_model.sh,
@@ -117,7 +128,7 @@ static void *loader_main(void *arg) {
         goto fail;
     }
     free(tmpl);
-    set_names(s);
+    tmpl = NULL;
     atomic_store(&s->state, SRV_READY);
     char fields[1024];
     snprintf(fields, sizeof fields,
@@ -171,6 +182,11 @@ int server_main(int argc, char **argv) {
         return 2;
     }
     s->created = (int64_t)time(NULL);
+    if (set_names(s, err, sizeof err)) {
+        fprintf(stderr, "inferd serve: %s\n", err);
+        server_deinit(s);
+        return 2;
+    }
     if (metrics_create(&s->metrics) || http_load_keys(s, err, sizeof err)) {
         fprintf(stderr, "inferd serve: %s\n", s->metrics ? err : "out of memory");
         server_deinit(s);
@@ -260,12 +276,8 @@ int server_main(int argc, char **argv) {
         }
     }
     gen_watch_stop(s);
-    if (forced) {
-        /* connections still suspended: MHD cannot be stopped safely; let exit clean up */
-        slog("warn", "exiting with %lld requests still open", (long long)atomic_load(&s->inflight));
-        return exit_code;
-    }
-    http_stop(s);
+    if (forced) slog("warn", "closing %lld requests still open", (long long)atomic_load(&s->inflight));
+    http_stop(s); /* closes every connection; their generations are aborted */
     if (!loader_joined) pthread_join(loader, NULL);
     server_deinit(s);
     slog("info", "stopped");

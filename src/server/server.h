@@ -18,7 +18,7 @@
 #include "inferd.h"
 #include "metrics.h"
 
-struct MHD_Daemon;
+struct httpd;
 struct gen_req;
 
 typedef enum srv_state {
@@ -40,7 +40,7 @@ typedef struct server {
     int n_names;
     int64_t created; /* unix time of start */
     metrics *metrics;
-    struct MHD_Daemon *mhd;
+    struct httpd *httpd;
 
     pthread_mutex_t keys_mu; /* API keys (reloaded on SIGHUP) */
     char **keys;
@@ -70,5 +70,8 @@ int server_main(int argc, char **argv);
 
 /* Is this the served model? NULL (not given) matches. */
 bool server_model_matches(const server *s, const char *name);
+/* The served name a request asked for (the server's own copy), names[0] for NULL, or
+ * NULL when it names no served model. */
+const char *server_model_name(const server *s, const char *name);
 
 #endif

@@ -267,7 +267,7 @@ def test_config_file(tmp_path):
         assert [m["id"] for m in body["data"]] == ["bard", "poet"]
         st, h, d = post(s, CHAT, {"model": "poet", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
         assert st == 200, d
-        assert json.loads(d)["model"] == "bard"
+        assert json.loads(d)["model"] == "poet"  # the name the client asked for
         eff = [l for l in s.log_lines() if l.get("msg") == "effective configuration"]
         assert eff and eff[0]["config"]["max-n"] == 3
     finally:

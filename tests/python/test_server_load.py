@@ -169,7 +169,8 @@ def test_overload_503_retry_after():
 
 
 def test_queue_timeout_and_keepalive():
-    s = Server(*SLOW, "--max-num-seqs", "1", "--queue-timeout", "0.2", "--keepalive-interval", "0.05")
+    # the first request runs ~0.3 s here; the timeout must be well under what the second waits
+    s = Server(*SLOW, "--max-num-seqs", "1", "--queue-timeout", "0.05", "--keepalive-interval", "0.05")
     try:
         out = [None] * 2
         t0 = threading.Thread(target=_post_status, args=(s, COMP, LONG, out, 0))
