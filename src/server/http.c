@@ -261,6 +261,26 @@ static int ep_metrics(http_req *hr) {
     if (up) inferd_engine_stats(s->engine, &st);
     sbuf b = {0};
     metrics_render(s->metrics, up ? &st : NULL, &b);
+    httpd_stats hs;
+    httpd_get_stats(s->httpd, &hs);
+    sbuf_printf(&b,
+                "# HELP inferd_http_connections Open HTTP connections.\n"
+                "# TYPE inferd_http_connections gauge\n"
+                "inferd_http_connections %lld\n"
+                "# HELP inferd_http_connections_accepted_total HTTP connections accepted.\n"
+                "# TYPE inferd_http_connections_accepted_total counter\n"
+                "inferd_http_connections_accepted_total %lld\n"
+                "# HELP inferd_http_connections_rejected_total Connections closed at once: over --max-connections plus the reserve.\n"
+                "# TYPE inferd_http_connections_rejected_total counter\n"
+                "inferd_http_connections_rejected_total %lld\n"
+                "# HELP inferd_http_connections_evicted_total Idle connections closed to make room.\n"
+                "# TYPE inferd_http_connections_evicted_total counter\n"
+                "inferd_http_connections_evicted_total %lld\n"
+                "# HELP inferd_http_timeouts_total Connections closed by a head, body or write deadline.\n"
+                "# TYPE inferd_http_timeouts_total counter\n"
+                "inferd_http_timeouts_total %lld\n",
+                (long long)hs.connections, (long long)hs.accepted_total, (long long)hs.rejected_total,
+                (long long)hs.evicted_total, (long long)hs.timeouts_total);
     if (b.oom) {
         sbuf_free(&b);
         return http_errorf(hr, 500, NULL, NULL, "out of memory");

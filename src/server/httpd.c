@@ -45,6 +45,7 @@ enum { CH_SIZE, CH_DATA, CH_DATA_END, CH_TRAILER };
 #define LINGER_S 2.0
 #define EARLY_WRITE_TIMEOUT_S 10.0 /* writing an error to a client that sent a bad request */
 #define CHUNK_LINE_MAX 1024
+#define EVICT_AFTER_S 0.5
 
 typedef struct io_thread io_thread;
 
@@ -105,6 +106,8 @@ struct io_thread {
     httpd_conn *grave;
     bool listening;
     double listen_resume; /* accept paused (out of file descriptors) until then */
+    _Atomic int n_evictable; /* idle connections that could be evicted (as of the last sweep) */
+    _Atomic int evict_req;   /* evictions other threads asked of this one */
     char tag_listen, tag_wake;
 };
 
@@ -882,15 +885,46 @@ static bool conn_idle(const httpd_conn *c) {
     return c->st == CS_HEAD && c->in_n == 0 && !c->resp_started && !out_pending(c) && !c->app;
 }
 
-/* Close this thread's longest-idle connection (no request in progress). */
+/* Close this thread's longest-idle connection: no request in progress, and either
+ * kept alive after a response or silent since it connected for EVICT_AFTER_S (so a
+ * burst of new connections does not evict itself before its requests arrive). */
+static bool evictable(const httpd_conn *c, double now) {
+    return conn_idle(c) && (c->served || now - c->t_idle >= EVICT_AFTER_S);
+}
+
 static bool evict_idle(io_thread *t) {
     httpd_conn *victim = NULL;
+    const double now = ifd_now_s();
     for (httpd_conn *c = t->conns; c; c = c->next)
-        if (conn_idle(c) && (!victim || c->t_idle < victim->t_idle)) victim = c;
+        if (evictable(c, now) && (!victim || c->t_idle < victim->t_idle)) victim = c;
     if (!victim) return false;
     atomic_fetch_add(&t->d->evicted, 1);
     conn_close(victim, HTTPD_DONE_CLOSED);
     return true;
+}
+
+static void kick(io_thread *t) {
+    uint64_t one = 1;
+    ssize_t r = write(t->wfd, &one, sizeof one);
+    (void)r; /* EAGAIN: the counter is already non-zero, the thread will wake */
+}
+
+/* This thread has no idle connection to give up: ask one that has. The limit is
+ * exceeded until that thread runs (microseconds), by at most the reserve. */
+static bool evict_elsewhere(io_thread *self) {
+    httpd *d = self->d;
+    for (int k = 1; k < d->n_threads; k++) {
+        io_thread *t = &d->threads[(int)((self - d->threads) + k) % d->n_threads];
+        int avail = atomic_load(&t->n_evictable);
+        while (avail > 0 && !atomic_compare_exchange_weak(&t->n_evictable, &avail, avail - 1)) {
+        }
+        if (avail > 0) {
+            atomic_fetch_add(&t->evict_req, 1);
+            kick(t);
+            return true;
+        }
+    }
+    return false;
 }
 
 static void listen_pause(io_thread *t, double until) {
@@ -930,7 +964,11 @@ static void accept_some(io_thread *t) {
         atomic_fetch_add(&d->accepted, 1);
         int64_t n = atomic_fetch_add(&d->n_conns, 1) + 1;
         bool reserve = false;
-        if (n > d->cfg.max_connections && evict_idle(t)) n--;
+        /* over the limit: idle connections make room (the reserve's too) */
+        while (n > d->cfg.max_connections && evict_idle(t)) n--;
+        while (n > d->cfg.max_connections && n <= (int64_t)d->cfg.max_connections + d->cfg.reserve_connections &&
+               evict_elsewhere(t))
+            n--; /* another thread closes one of its idle ones now */
         if (n > d->cfg.max_connections) {
             if (n > (int64_t)d->cfg.max_connections + d->cfg.reserve_connections) {
                 close(fd);
@@ -966,8 +1004,10 @@ static void accept_some(io_thread *t) {
 static void sweep(io_thread *t, double now) {
     httpd *d = t->d;
     const httpd_config *cf = &d->cfg;
+    int n_evictable = 0;
     for (httpd_conn *c = t->conns, *next; c; c = next) {
         next = c->next;
+        if (evictable(c, now)) n_evictable++;
         if (out_pending(c)) {
             double lim = c->st == CS_APP && !c->close_after ? cf->write_timeout_s : EARLY_WRITE_TIMEOUT_S;
             if (lim > 0 && now - c->t_write > lim) {
@@ -996,26 +1036,23 @@ static void sweep(io_thread *t, double now) {
             if (now - c->t_linger > LINGER_S) conn_close(c, HTTPD_DONE_OK);
         }
     }
+    atomic_store(&t->n_evictable, n_evictable);
 }
 
 /* ---- wake-ups ------------------------------------------------------------------------ */
 
 void httpd_wake(httpd_conn *c) {
     io_thread *t = c->t;
-    bool kick = false;
+    bool want_kick = false;
     pthread_mutex_lock(&t->wmu);
     if (!c->wake_queued) {
         c->wake_queued = true;
-        kick = t->wake_head == NULL;
+        want_kick = t->wake_head == NULL;
         c->wake_next = t->wake_head;
         t->wake_head = c;
     }
     pthread_mutex_unlock(&t->wmu);
-    if (kick) {
-        uint64_t one = 1;
-        ssize_t r = write(t->wfd, &one, sizeof one);
-        (void)r; /* EAGAIN: the counter is already non-zero, the thread will wake */
-    }
+    if (want_kick) kick(t);
 }
 
 static void drain_wakes(io_thread *t) {
@@ -1023,6 +1060,8 @@ static void drain_wakes(io_thread *t) {
     uint64_t v;
     ssize_t r = read(t->wfd, &v, sizeof v);
     (void)r;
+    for (int n = atomic_exchange(&t->evict_req, 0); n > 0 && evict_idle(t); n--) {
+    }
     pthread_mutex_lock(&t->wmu);
     httpd_conn *list = t->wake_head;
     t->wake_head = NULL;
