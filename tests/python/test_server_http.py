@@ -237,10 +237,16 @@ def test_reserve_answers_health_when_the_limit_is_reached():
         assert st == 503 and json.loads(d)["error"]["code"] == "too_many_connections"
         assert h.get("retry-after")
         # past limit + reserve: closed at once
+        time.sleep(0.5)  # the reserve connections above are closed by now
         extra = [socket.create_connection((s.host, s.port)) for _ in range(4)]
         for k in extra:  # not idle either, so nobody can be evicted for the next one
             k.send(b"GET /health HTTP/1.1\r\n")
         time.sleep(0.2)
+        for k in extra:  # all four were taken into the reserve (still open)
+            try:
+                assert k.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) != b""
+            except BlockingIOError:
+                pass
         more = socket.create_connection((s.host, s.port), timeout=3)
         more.sendall(b"GET /health HTTP/1.1\r\n\r\n")
         try:
