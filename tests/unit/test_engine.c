@@ -289,15 +289,22 @@ static bool run_forked(int32_t max_seqs, int32_t budget, const prompt *p, int np
     inferd_stats st;
     while (inferd_engine_step(e) > 0 && guard++ < 200000) {
         inferd_engine_stats(e, &st);
-        if (st.running > max_seqs) {
+        if (st.running > max_seqs || st.max_step_seqs > max_seqs) {
             /* stop stepping: the next schedule would overrun the step buffers */
-            fprintf(stderr, "  max_num_seqs %d: %d sequences running\n", max_seqs, st.running);
+            fprintf(stderr, "  max_num_seqs %d: %d sequences running, %d in one step\n", max_seqs,
+                    st.running, st.max_step_seqs);
             ok = false;
             break;
         }
     }
     inferd_engine_stats(e, &st);
     inferd_engine_destroy(e);
+    /* the seats were used (as many as there are choices) and the token budget held */
+    const int32_t fill = np * n < max_seqs ? np * n : max_seqs;
+    CHECKF(!ok || st.max_step_seqs == fill, "max_num_seqs %d: at most %d in a step", max_seqs,
+           st.max_step_seqs);
+    CHECK(st.max_step_tokens <= o.max_num_batched_tokens);
+    CHECK(st.kv_blocks_used == 0);
     for (int k = 0; ok && k < np; k++)
         for (int32_t i = 0; i < n; i++)
             if (!out[k].r[i].done || out[k].r[i].reason != INFERD_FINISH_LENGTH) {

@@ -359,6 +359,12 @@ static void test_random_small_pools(void) {
         const bool ok = run_jobs(e, J, NJ, PA, bound, &calls);
         CHECKF(ok, "round %d: %d blocks, %d seats, budget %d, %d jobs: %d steps", round, blocks,
                o.max_num_seqs, o.max_num_batched_tokens, NJ, calls);
+        inferd_stats st;
+        inferd_engine_stats(e, &st);
+        CHECK(st.max_step_seqs <= o.max_num_seqs);
+        CHECK(st.max_step_tokens <= (o.max_num_batched_tokens > o.max_num_seqs ? o.max_num_batched_tokens
+                                                                                : o.max_num_seqs));
+        CHECK(st.kv_blocks_used == 0);
         inferd_engine_destroy(e);
         for (int k = 0; k < NJ; k++) results_clear(RA[k], 4);
         if (!ok) break;
