@@ -1,8 +1,9 @@
 /* test_engine.c — engine equivalence on the shared Shakespeare model (greedy): output
  * is identical with prefix caching on and off, with a KV pool so small that
  * preemption must happen, with prefill chunk sizes 1, 7, 64 and whole-prompt, and for
- * a request run alone versus among 31 others of different lengths (batch invariance).
- * "Identical" means the same token ids AND bit-identical top-20 logprobs (which are
+ * a request run alone versus among 31 others of different lengths (batch invariance),
+ * and for n > 1 choices (forked) versus n = 1, also with fewer seats (max_num_seqs)
+ * than choices, where the plan must stay within max_num_seqs. "Identical" means the same token ids AND bit-identical top-20 logprobs (which are
  * computed from the raw logits row), so any difference in a sequence's logits shows. */
 #include "engine/sampler.h"
 #include "inferd.h"
@@ -308,7 +309,8 @@ static bool run_forked(int32_t max_seqs, int32_t budget, const prompt *p, int np
     for (int k = 0; ok && k < np; k++)
         for (int32_t i = 0; i < n; i++)
             if (!out[k].r[i].done || out[k].r[i].reason != INFERD_FINISH_LENGTH) {
-                fprintf(stderr, "  max_num_seqs %d: prompt %d choice %d not completed\n", max_seqs, k, i);
+                fprintf(stderr, "  max_num_seqs %d: prompt %d choice %d not completed\n", max_seqs,
+                        k, i);
                 ok = false;
             }
     return ok;
@@ -336,7 +338,8 @@ static void test_n_fork_few_seats(void) {
     const bool ok = run_forked(2, 0, P, 2, MAX_N, 1.0f, b);
     CHECK(ok);
     for (int k = 0; ok && k < 2; k++)
-        for (int i = 0; i < MAX_N; i++) CHECK(compare(&a[k].r[i], &b[k].r[i], 1, "seeded n=8, 2 seats") == 0);
+        for (int i = 0; i < MAX_N; i++)
+            CHECK(compare(&a[k].r[i], &b[k].r[i], 1, "seeded n=8, 2 seats") == 0);
     CHECK(a[0].r[0].n != a[0].r[1].n ||
           memcmp(a[0].r[0].ids, a[0].r[1].ids, sizeof(int32_t) * (size_t)a[0].r[0].n));
 }
@@ -377,5 +380,6 @@ static void test_abort(void) {
     inferd_engine_destroy(e);
 }
 
-TEST_MAIN(T(test_n_fork), T(test_n_fork_few_seats), T(test_abort), T(test_prefix_caching_on_off), T(test_preemption), T(test_chunk_sizes),
+TEST_MAIN(T(test_n_fork), T(test_n_fork_few_seats), T(test_abort), T(test_prefix_caching_on_off),
+          T(test_preemption), T(test_chunk_sizes),
           T(test_batch_invariance))
