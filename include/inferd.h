@@ -37,7 +37,10 @@ typedef struct inferd_engine_options {
 } inferd_engine_options;
 
 void inferd_engine_options_default(inferd_engine_options *o);
-/* err gets one line on failure. */
+/* err gets one line on failure. On success it is empty, or holds one line worth
+ * logging as a warning: max_model_len was clamped to what the KV pool holds (the
+ * clamped value is what inferd_max_model_len returns and submit enforces). A pool of
+ * fewer than two blocks is refused. */
 int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, char *err,
                          size_t err_bytes);
 /* Aborts what is still running, joins the engine thread, frees everything. */
@@ -138,6 +141,8 @@ typedef struct inferd_stats {
     uint64_t prefix_queries_tokens, prefix_hits_tokens;
     uint64_t preemptions, steps;
     uint64_t aborted;
+    int32_t max_step_seqs;   /* most sequences in one step's batch so far (<= max_num_seqs) */
+    int32_t max_step_tokens; /* most tokens in one step's batch so far (<= max_num_batched_tokens) */
 } inferd_stats;
 
 void inferd_engine_stats(inferd_engine *e, inferd_stats *st);

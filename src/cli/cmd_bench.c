@@ -160,6 +160,7 @@ int cli_bench(int argc, char **argv) {
         fprintf(stderr, "inferd bench: %s\n", err);
         return 1;
     }
+    if (err[0]) fprintf(stderr, "inferd bench: warning: %s\n", err);
     const model *m = inferd_model(e);
     /* candidate prompt tokens: normal vocabulary entries */
     int32_t n_vocab = tok_n_vocab(m->tok), n_normal = 0;

@@ -128,6 +128,7 @@ int cli_generate(int argc, char **argv) {
         fprintf(stderr, "inferd generate: %s\n", err);
         return 1;
     }
+    if (err[0]) fprintf(stderr, "inferd generate: warning: %s\n", err);
     const model *m = inferd_model(e);
     if (tok_encode(m->tok, prompt, strlen(prompt), TOK_ENC_ADD_BOS, &ids, &n_ids)) {
         fprintf(stderr, "inferd generate: cannot tokenize the prompt\n");

@@ -172,18 +172,32 @@ static void request_end(inferd_engine *e, request *r, inferd_finish_reason why) 
 
 static void request_abort(inferd_engine *e, request *r) { request_end(e, r, INFERD_FINISH_ABORT); }
 
+void engine_finish_stuck(inferd_engine *e, sequence *s) {
+    request *r = s->req;
+    if (s->index == 0 && r->n_seqs > 1 && !r->forked) {
+        /* its choices wait for its prompt and are no better off */
+        request_end(e, r, INFERD_FINISH_LENGTH);
+        return;
+    }
+    seq_finish(e, s, INFERD_FINISH_LENGTH, NULL, 0, NULL, 0, NULL, 0);
+}
+
 /* ---- the step ------------------------------------------------------------------------ */
 
+/* Take the inbox and every pending abort id in one critical section (so each abort id
+ * names a request that is live or in the taken inbox). The abort list is taken whole
+ * by swapping it with the engine's spare array: no copy, no cap, no allocation. */
 static void drain_inbox(inferd_engine *e) {
     pthread_mutex_lock(&e->mu);
     request *in = e->inbox_head;
     e->inbox_head = e->inbox_tail = NULL;
-    int32_t n_abort = e->n_abort;
-    uint64_t aborts[64];
-    if (n_abort > 64) n_abort = 64;
-    memcpy(aborts, e->abort_ids, (size_t)n_abort * sizeof(uint64_t));
-    memmove(e->abort_ids, e->abort_ids + n_abort, (size_t)(e->n_abort - n_abort) * sizeof(uint64_t));
-    e->n_abort -= n_abort;
+    uint64_t *const aborts = e->abort_ids;
+    const int32_t n_abort = e->n_abort, cap = e->cap_abort;
+    e->abort_ids = e->abort_spare;
+    e->cap_abort = e->cap_spare;
+    e->n_abort = 0;
+    e->abort_spare = aborts;
+    e->cap_spare = cap;
     pthread_mutex_unlock(&e->mu);
     while (in) {
         request *r = in;
@@ -203,18 +217,30 @@ static void drain_inbox(inferd_engine *e) {
             }
 }
 
-/* n > 1: the parent finished its prompt; children share its blocks (copy-on-write). */
+/* n > 1: the parent finished its prompt. Children that find a free seat in the running
+ * set share its blocks (copy-on-write) and sample from its logits row this step; the
+ * others become ordinary waiting sequences (FCFS with their request's arrival) that
+ * prefill the prompt themselves when a seat frees up — the prefix cache serves its
+ * full blocks, and batch invariance makes their logits, hence their samples, the same.
+ * So the running set never exceeds max_num_seqs. */
 static void fork_children(inferd_engine *e, sequence *parent) {
     request *r = parent->req;
     r->forked = true;
     for (int32_t i = 1; i < r->n_seqs; i++) {
         sequence *c = &r->seqs[i];
         if (c->status != SEQ_FORK_PENDING) continue;
-        if (!c->kv_ready) {
-            if (kv_seq_init(e->kv, &c->kv)) continue;
-            c->kv_ready = true;
+        bool seated = e->running.n < e->opt.max_num_seqs;
+        if (seated && !c->kv_ready) {
+            seated = kv_seq_init(e->kv, &c->kv) == 0;
+            c->kv_ready = seated;
         }
-        kv_fork(e->kv, &parent->kv, &c->kv);
+        if (seated) seated = kv_fork(e->kv, &parent->kv, &c->kv) == 0;
+        if (!seated) {
+            /* c->tokens already holds the prompt (submit); nothing computed */
+            c->status = SEQ_WAITING;
+            seq_queue_insert_waiting(&e->waiting, c, false);
+            continue;
+        }
         memcpy(c->tokens, parent->tokens, (size_t)parent->n_tokens * sizeof(int32_t));
         c->n_tokens = parent->n_tokens;
         c->n_computed = parent->n_computed;
@@ -222,6 +248,7 @@ static void fork_children(inferd_engine *e, sequence *parent) {
         c->admit_seq = ++e->admit_counter;
         seq_queue_push_back(&e->running, c);
     }
+    IFD_ASSERT(e->running.n <= e->opt.max_num_seqs);
 }
 
 /* Sample the next token of s from logits row, append it, emit / finish. */
@@ -249,9 +276,9 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
     size_t n_text = 0;
     bool stopped = false;
     if (!eos && !stop_id) {
-        char piece[512];
-        size_t k = tok_detok_push(&s->detok, id, piece, sizeof piece);
-        n_text = stop_push(&s->stop, piece, k, e->text_buf, e->text_cap, &stopped);
+        /* piece_cap holds the longest token's text however it decodes (see create) */
+        size_t k = tok_detok_push(&s->detok, id, e->piece_buf, e->piece_cap);
+        n_text = stop_push(&s->stop, e->piece_buf, k, e->text_buf, e->text_cap, &stopped);
     }
     if (eos || stop_id) {
         seq_finish(e, s, INFERD_FINISH_STOP, &id, 1, e->text_buf, 0, lp, n_top);
@@ -300,6 +327,8 @@ static void update_stats(inferd_engine *e) {
     e->stats.steps = e->cnt.steps;
     e->stats.aborted = e->cnt.aborted;
     e->stats.running = e->running.n;
+    e->stats.max_step_seqs = e->cnt.max_step_seqs;
+    e->stats.max_step_tokens = e->cnt.max_step_tokens;
     e->stats.waiting = e->waiting.n;
     e->stats.kv_blocks_total = ks.n_blocks;
     e->stats.kv_blocks_used = ks.n_used;
@@ -313,6 +342,8 @@ static void update_stats(inferd_engine *e) {
 static int engine_step(inferd_engine *e) {
     drain_inbox(e);
     sched_schedule(e);
+    if (e->plan.n_seqs > e->cnt.max_step_seqs) e->cnt.max_step_seqs = e->plan.n_seqs;
+    if (e->plan.n_tokens > e->cnt.max_step_tokens) e->cnt.max_step_tokens = e->plan.n_tokens;
     if (e->plan.n_seqs > 0) {
         int rc = runner_execute(e);
         if (rc) {
@@ -389,9 +420,22 @@ static void wake(inferd_engine *e) {
 
 /* ---- public API ---------------------------------------------------------------------- */
 
+/* Bytes tok_detok_push may write for one token: tokenizer.h bounds it by 3 x the
+ * token's decoded length + 3 (invalid bytes become 3-byte U+FFFD); computed from the
+ * longest token text of the vocabulary, with slack. */
+static size_t detok_piece_cap(const tokenizer *t) {
+    size_t longest = 0;
+    for (int32_t id = 0; id < tok_n_vocab(t); id++) {
+        const size_t n = tok_piece(t, id, false, NULL, 0);
+        if (n > longest) longest = n;
+    }
+    return 3 * longest + 16;
+}
+
 int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, char *err,
                          size_t err_bytes) {
     *out = NULL;
+    if (err && err_bytes) err[0] = 0;
     if (!o->model_path)
         return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "engine: no model path given");
     if (o->block_size < 1 || o->block_size > 1024 || o->max_num_seqs < 1 ||
@@ -430,6 +474,16 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                           (long long)budget, (long long)n_blocks, block_bytes);
             goto fail;
         }
+        /* A sequence longer than the pool could only preempt itself forever: the
+         * longest sequence is what the pool holds. Said in err (success) for the log. */
+        const int32_t was = e->max_model_len;
+        e->max_blocks_per_seq = (int32_t)n_blocks;
+        e->max_model_len = (int32_t)n_blocks * bs;
+        if (err && err_bytes)
+            snprintf(err, err_bytes,
+                     "engine: max_model_len clamped from %d to %d tokens: the KV cache budget "
+                     "of %lld bytes holds %lld blocks of %d tokens",
+                     was, e->max_model_len, (long long)budget, (long long)n_blocks, bs);
     }
     backend_config bc = {.n_threads = o->n_threads,
                          .block_size = bs,
@@ -446,7 +500,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
         goto fail;
     }
     const size_t T = (size_t)e->opt.max_num_batched_tokens, S = (size_t)e->opt.max_num_seqs;
-    e->plan.seqs = calloc(S + 1, sizeof(sequence *));
+    e->plan.seqs = calloc(S, sizeof(sequence *));
     e->b_tokens = malloc(T * sizeof(int32_t));
     e->b_pos = malloc(T * sizeof(int32_t));
     e->b_slot = malloc(T * sizeof(int32_t));
@@ -458,13 +512,19 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     e->copy_dst = malloc(S * sizeof(int32_t));
     e->logits = malloc(S * (size_t)e->n_vocab * sizeof(float));
     e->lp_buf = malloc((1 + INFERD_MAX_TOP_LOGPROBS) * sizeof(inferd_token_logprob));
-    e->text_cap = 1 << 16;
+    e->piece_cap = detok_piece_cap(e->m->tok);
+    e->piece_buf = malloc(e->piece_cap);
+    /* one step's text: a piece through the stop matcher (+ its held bytes), then at a
+     * finish the detokenizer's flush (< 64 bytes) through it and the matcher's flush */
+    e->text_cap = IFD_MAX((size_t)1 << 16, e->piece_cap + 64 + 2 * (size_t)STOP_MAX_BYTES);
     e->text_buf = malloc(e->text_cap);
-    e->cap_abort = 1024;
+    e->cap_abort = e->cap_spare = 1024;
     e->abort_ids = malloc((size_t)e->cap_abort * sizeof(uint64_t));
+    e->abort_spare = malloc((size_t)e->cap_spare * sizeof(uint64_t));
     if (!e->plan.seqs || !e->b_tokens || !e->b_pos || !e->b_slot || !e->b_seq_start ||
         !e->b_ctx_len || !e->b_block_table || !e->b_logits_idx || !e->copy_src || !e->copy_dst ||
-        !e->logits || !e->lp_buf || !e->text_buf || !e->abort_ids ||
+        !e->logits || !e->lp_buf || !e->piece_buf || !e->text_buf || !e->abort_ids ||
+        !e->abort_spare ||
         sampler_scratch_init(&e->scratch, e->n_vocab)) {
         rc = ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
         goto fail;
@@ -534,8 +594,10 @@ void inferd_engine_destroy(inferd_engine *e) {
     free(e->copy_dst);
     free(e->logits);
     free(e->lp_buf);
+    free(e->piece_buf);
     free(e->text_buf);
     free(e->abort_ids);
+    free(e->abort_spare);
     pthread_mutex_destroy(&e->mu);
     free(e);
 }

@@ -90,7 +90,8 @@ void seq_queue_insert_waiting(seq_queue *q, sequence *s, bool preempted);
 
 /* The step plan: which sequences run and how many tokens each feeds. */
 typedef struct step_plan {
-    sequence **seqs;      /* [max_num_seqs] */
+    sequence **seqs;      /* [max_num_seqs]: n_seqs <= max_num_seqs, n_logits <= n_seqs,
+                             n_tokens <= max_num_batched_tokens (asserted in plan_add) */
     int32_t n_seqs;
     int32_t n_tokens;
     int32_t n_logits;
@@ -116,7 +117,9 @@ struct inferd_engine {
     float *logits;        /* [max_num_seqs][n_vocab] */
     sampler_scratch scratch;
     inferd_token_logprob *lp_buf;
-    char *text_buf;
+    char *piece_buf;      /* [piece_cap]: one token's text from the detokenizer */
+    size_t piece_cap;     /* from the vocabulary's longest token (engine create) */
+    char *text_buf;       /* [text_cap]: one step's text of one sequence */
     size_t text_cap;
     ifd_rng seed_rng;     /* under mu */
     inferd_stats cnt;     /* engine-thread counters, published into stats by update_stats */
@@ -124,8 +127,11 @@ struct inferd_engine {
     /* cross-thread inbox */
     pthread_mutex_t mu;
     request *inbox_head, *inbox_tail;
-    uint64_t *abort_ids;
+    uint64_t *abort_ids;  /* [cap_abort], n_abort pending */
     int32_t n_abort, cap_abort;
+    uint64_t *abort_spare; /* [cap_spare], engine thread only: swapped with abort_ids when
+                              the inbox is drained */
+    int32_t cap_spare;
     uint64_t next_id, next_arrival;
     bool stopping;
     inferd_stats stats;   /* snapshot, under mu */
@@ -146,5 +152,9 @@ void sched_schedule(inferd_engine *e);
 int runner_execute(inferd_engine *e);
 /* engine.c */
 void engine_preempt(inferd_engine *e, sequence *s);
+/* s cannot get KV blocks even with nothing left to preempt: finish it (length), with
+ * its never-forked siblings if it is an n > 1 parent. s leaves the queues; its request
+ * may be freed. */
+void engine_finish_stuck(inferd_engine *e, sequence *s);
 
 #endif

@@ -6,7 +6,21 @@
  * long prompt is split across steps while the others keep decoding (chunked prefill).
  * max_num_seqs caps the running set. When a decode cannot get a KV slot, the most
  * recently admitted running sequence is preempted (blocks freed, recomputed later) and
- * goes back to the head of the waiting queue. */
+ * goes back to the head of the waiting queue.
+ *
+ * Bounds, by construction: only running sequences are planned, each at most once, and
+ * the running set never exceeds max_num_seqs (admission here, forks in engine.c), so a
+ * plan has at most max_num_seqs sequences and logits rows; every chunk is cut to the
+ * token budget left. plan_add asserts all three (the step buffers are sized by them).
+ *
+ * Progress: a step in which live sequences exist but none could be planned would
+ * repeat forever (a lone sequence the whole pool cannot hold preempts itself, gets its
+ * blocks back from the prefix cache and tries again). Instead the most recently
+ * admitted running sequence is preempted and the step rescheduled, and a sequence that
+ * cannot proceed with nothing left to preempt is finished (engine_finish_stuck, reason
+ * length) — never preempted in a loop. The engine clamps max_model_len to what the pool
+ * holds at create, so a lone sequence always fits: this is the last resort, not a path
+ * that tests reach (random small pools, budgets and seat counts never took it). */
 #include "../util/common.h"
 #include "engine_internal.h"
 
@@ -71,14 +85,20 @@ void seq_queue_insert_waiting(seq_queue *q, sequence *s, bool preempted) {
 
 static void plan_add(inferd_engine *e, sequence *s, int32_t n) {
     step_plan *p = &e->plan;
+    /* the step buffers (plan, b_*, logits) hold max_num_seqs sequences / logits rows
+     * and max_num_batched_tokens tokens; the callers keep within them */
+    IFD_ASSERT(s->status == SEQ_RUNNING && s->n_scheduled == 0 && n > 0);
+    IFD_ASSERT(p->n_seqs < e->opt.max_num_seqs);
+    IFD_ASSERT(n <= e->opt.max_num_batched_tokens - p->n_tokens);
     s->n_scheduled = n;
     s->logits_row = -1;
     if (s->n_computed + n == s->n_tokens) s->logits_row = p->n_logits++;
     p->seqs[p->n_seqs++] = s;
     p->n_tokens += n;
+    IFD_ASSERT(p->n_logits <= p->n_seqs);
 }
 
-void sched_schedule(inferd_engine *e) {
+static void schedule_once(inferd_engine *e) {
     step_plan *p = &e->plan;
     p->n_seqs = p->n_tokens = p->n_logits = 0;
     const int32_t budget = e->opt.max_num_batched_tokens;
@@ -88,20 +108,26 @@ void sched_schedule(inferd_engine *e) {
         next = s->next;
         if (s->n_tokens - s->n_computed != 1 || s->n_scheduled) continue;
         if (p->n_tokens >= budget) break;
-        bool preempted_self = false;
+        bool gave_up = false;
         while (!kv_can_alloc_slots(e->kv, &s->kv, 1)) {
             sequence *victim = e->running.tail;
             /* never preempt something already planned this step */
             while (victim && victim->n_scheduled && victim != s) victim = victim->prev;
             if (!victim) break;
+            if (victim == s && e->running.n == 1) {
+                /* alone and still no slot: preempting itself would only repeat this */
+                engine_finish_stuck(e, s);
+                gave_up = true;
+                break;
+            }
             if (victim == next) next = next->next;
             engine_preempt(e, victim);
             if (victim == s) {
-                preempted_self = true;
+                gave_up = true;
                 break;
             }
         }
-        if (preempted_self) continue;
+        if (gave_up) continue;
         if (!kv_can_alloc_slots(e->kv, &s->kv, 1)) continue; /* cannot happen once alone */
         kv_alloc_slots(e->kv, &s->kv, 1);
         plan_add(e, s, 1);
@@ -145,5 +171,20 @@ void sched_schedule(inferd_engine *e) {
         s->admit_seq = ++e->admit_counter;
         if (s->req->t_first_sched == 0.0) s->req->t_first_sched = ifd_now_s();
         plan_add(e, s, chunk);
+    }
+    IFD_ASSERT(e->running.n <= e->opt.max_num_seqs);
+}
+
+void sched_schedule(inferd_engine *e) {
+    for (;;) {
+        schedule_once(e);
+        if (e->plan.n_seqs > 0 || (!e->running.head && !e->waiting.head)) return;
+        /* Live sequences, none plannable, and nothing planned will free blocks: make
+         * room (each pass preempts or finishes one sequence, so this ends). With an
+         * empty running set the waiting head was refused the whole pool. */
+        if (e->running.n > 1)
+            engine_preempt(e, e->running.tail);
+        else
+            engine_finish_stuck(e, e->running.head ? e->running.head : e->waiting.head);
     }
 }

@@ -109,6 +109,7 @@ static void *loader_main(void *arg) {
     inferd_engine *e = NULL;
     char *tmpl = NULL;
     if (inferd_engine_create(&e, &o, err, sizeof err)) goto fail;
+    if (err[0]) slog("warn", "%s", err); /* e.g. max_model_len clamped to the KV pool */
     s->engine = e;
     s->model = inferd_model(e);
     s->max_model_len = inferd_max_model_len(e);

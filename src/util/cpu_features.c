@@ -5,6 +5,7 @@
  * state) for YMM, bits 5-7 (opmask, ZMM_Hi256, Hi16_ZMM) for AVX-512. */
 #include "cpu_features.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,8 +14,11 @@
 #define IFD_X86 1
 #endif
 
+/* Written once under pthread_once (which orders it before every return of
+ * cpu_features_get), read-only afterwards. */
 static cpu_features g_feat;
-static int g_done; /* 0 until g_feat is filled */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_probes; /* detect() runs, for cpu_features_debug_probes (atomic) */
 
 #ifdef IFD_X86
 static unsigned long long xgetbv0(void) {
@@ -25,6 +29,7 @@ static unsigned long long xgetbv0(void) {
 #endif
 
 static void detect(cpu_features *f) {
+    __atomic_add_fetch(&g_probes, 1, __ATOMIC_RELAXED);
     memset(f, 0, sizeof *f);
 #ifdef IFD_X86
     unsigned a, b, c, d;
@@ -60,15 +65,14 @@ static void detect(cpu_features *f) {
 #endif
 }
 
+static void detect_once(void) { detect(&g_feat); }
+
 const cpu_features *cpu_features_get(void) {
-    if (!__atomic_load_n(&g_done, __ATOMIC_ACQUIRE)) {
-        cpu_features f;
-        detect(&f);
-        g_feat = f; /* racing callers write identical bytes */
-        __atomic_store_n(&g_done, 1, __ATOMIC_RELEASE);
-    }
+    pthread_once(&g_once, detect_once);
     return &g_feat;
 }
+
+int cpu_features_debug_probes(void) { return __atomic_load_n(&g_probes, __ATOMIC_RELAXED); }
 
 cpu_level cpu_level_max(void) {
     const cpu_features *f = cpu_features_get();

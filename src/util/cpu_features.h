@@ -1,11 +1,10 @@
 /* cpu_features.h — what SIMD the CPU (and the OS, for the wide register state) offers,
  * and which dispatch level the CPU kernels should use.
  *
- * Detection runs cpuid + xgetbv once (first call) and caches the answer; the
- * environment variable INFERD_CPU=scalar|avx2|avx512 caps the level (to test the lower
- * paths on a machine that has the higher ones; it never raises it). Thread-safe after
- * the first call returns; the first call itself is idempotent (racing callers compute
- * the same answer). */
+ * Detection runs cpuid + xgetbv exactly once per process (pthread_once: callers that
+ * race on the first call wait for it) and caches the answer; the environment variable
+ * INFERD_CPU=scalar|avx2|avx512 caps the level (to test the lower paths on a machine
+ * that has the higher ones; it never raises it). Thread-safe. */
 #ifndef INFERD_CPU_FEATURES_H
 #define INFERD_CPU_FEATURES_H
 
@@ -28,6 +27,9 @@ typedef enum cpu_level {
 } cpu_level;
 
 const cpu_features *cpu_features_get(void);
+/* Test only: how many times the probe itself has run in this process (1 after any
+ * number of cpu_features_get calls from any number of threads). */
+int cpu_features_debug_probes(void);
 /* Highest level this CPU supports (ignores INFERD_CPU). */
 cpu_level cpu_level_max(void);
 /* Level to use by default: cpu_level_max() capped by INFERD_CPU when set. */

@@ -1,8 +1,9 @@
 /* test_engine.c — engine equivalence on the shared Shakespeare model (greedy): output
  * is identical with prefix caching on and off, with a KV pool so small that
  * preemption must happen, with prefill chunk sizes 1, 7, 64 and whole-prompt, and for
- * a request run alone versus among 31 others of different lengths (batch invariance).
- * "Identical" means the same token ids AND bit-identical top-20 logprobs (which are
+ * a request run alone versus among 31 others of different lengths (batch invariance),
+ * and for n > 1 choices (forked) versus n = 1, also with fewer seats (max_num_seqs)
+ * than choices, where the plan must stay within max_num_seqs. "Identical" means the same token ids AND bit-identical top-20 logprobs (which are
  * computed from the raw logits row), so any difference in a sequence's logits shows. */
 #include "engine/sampler.h"
 #include "inferd.h"
@@ -173,8 +174,9 @@ static void test_batch_invariance(void) {
 
 /* n > 1: greedy choices all equal the n = 1 output (forked sequences share the prompt's
  * blocks, copy-on-write on the partial last block); every block returns afterwards. */
+#define MAX_N 8
 typedef struct multi {
-    result r[4];
+    result r[MAX_N];
 } multi;
 
 static void on_multi(const inferd_output *o, void *user) {
@@ -241,6 +243,107 @@ static void test_n_fork(void) {
     inferd_engine_destroy(e);
 }
 
+/* n > 1 with fewer seats than choices: 9 prompts x n = 8 under max_num_seqs 1, 2, 4, 8
+ * (and a step budget that is not a multiple of anything). Forked choices never push the
+ * running set past max_num_seqs (checked after every step: stats.running and the
+ * largest step batch); a choice that found no seat when its parent's prompt finished
+ * prefills itself later. Every choice completes and, greedy, equals the n = 1 run token
+ * for token with bit-identical logprobs. Then a seeded sampled n = 8 request gives the
+ * same choices under max_num_seqs 2 as under the default 64 (a choice that recomputed
+ * its prompt samples from identical logits with its own RNG). */
+#define NF 9
+static multi MF[NF];
+
+static bool run_forked(int32_t max_seqs, int32_t budget, const prompt *p, int np, int32_t n,
+                       float temperature, multi *out) {
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    o.model_path = MODEL;
+    o.threaded = false;
+    o.max_num_seqs = max_seqs;
+    if (budget > 0) o.max_num_batched_tokens = budget;
+    char err[256];
+    inferd_engine *e = NULL;
+    if (inferd_engine_create(&e, &o, err, sizeof err)) {
+        fprintf(stderr, "  engine: %s\n", err);
+        return false;
+    }
+    memset(out, 0, sizeof(multi) * (size_t)np);
+    for (int k = 0; k < np; k++) {
+        inferd_request q = {.prompt = p[k].ids, .n_prompt = p[k].n, .cb = on_multi, .user = &out[k]};
+        inferd_sampling_default(&q.sampling);
+        q.sampling.temperature = temperature;
+        q.sampling.has_seed = true;
+        q.sampling.seed = 77 + (uint64_t)k;
+        q.sampling.max_tokens = p[k].max_out;
+        q.sampling.ignore_eos = true;
+        q.sampling.logprobs = NTOP;
+        q.sampling.n = n;
+        if (inferd_submit(e, &q, NULL, err, sizeof err)) {
+            fprintf(stderr, "  submit: %s\n", err);
+            inferd_engine_destroy(e);
+            return false;
+        }
+    }
+    bool ok = true;
+    int guard = 0;
+    inferd_stats st;
+    while (inferd_engine_step(e) > 0 && guard++ < 200000) {
+        inferd_engine_stats(e, &st);
+        if (st.running > max_seqs || st.max_step_seqs > max_seqs) {
+            /* stop stepping: the next schedule would overrun the step buffers */
+            fprintf(stderr, "  max_num_seqs %d: %d sequences running, %d in one step\n", max_seqs,
+                    st.running, st.max_step_seqs);
+            ok = false;
+            break;
+        }
+    }
+    inferd_engine_stats(e, &st);
+    inferd_engine_destroy(e);
+    /* the seats were used (as many as there are choices) and the token budget held */
+    const int32_t fill = np * n < max_seqs ? np * n : max_seqs;
+    CHECKF(!ok || st.max_step_seqs == fill, "max_num_seqs %d: at most %d in a step", max_seqs,
+           st.max_step_seqs);
+    CHECK(st.max_step_tokens <= o.max_num_batched_tokens);
+    CHECK(st.kv_blocks_used == 0);
+    for (int k = 0; ok && k < np; k++)
+        for (int32_t i = 0; i < n; i++)
+            if (!out[k].r[i].done || out[k].r[i].reason != INFERD_FINISH_LENGTH) {
+                fprintf(stderr, "  max_num_seqs %d: prompt %d choice %d not completed\n", max_seqs,
+                        k, i);
+                ok = false;
+            }
+    return ok;
+}
+
+static void test_n_fork_few_seats(void) {
+    make_prompts(P, NF, 17, true); /* shared prefix: the prefix cache serves waiting choices */
+    P[0].n = 37;
+    inferd_engine_options o;
+    inferd_engine_options_default(&o);
+    CHECK(run(&o, P, NF, false, R0, NULL));
+    const int32_t seats[] = {1, 2, 4, 8};
+    for (int c = 0; c < 4; c++) {
+        const bool ok = run_forked(seats[c], c == 2 ? 23 : 0, P, NF, MAX_N, 0.0f, MF);
+        CHECKF(ok, "max_num_seqs %d", seats[c]);
+        for (int k = 0; ok && k < NF; k++)
+            for (int i = 0; i < MAX_N; i++) {
+                char what[64];
+                snprintf(what, sizeof what, "seats %d prompt %d choice %d", seats[c], k, i);
+                CHECK(compare(&R0[k], &MF[k].r[i], 1, what) == 0);
+            }
+    }
+    static multi a[2], b[2];
+    CHECK(run_forked(64, 0, P, 2, MAX_N, 1.0f, a));
+    const bool ok = run_forked(2, 0, P, 2, MAX_N, 1.0f, b);
+    CHECK(ok);
+    for (int k = 0; ok && k < 2; k++)
+        for (int i = 0; i < MAX_N; i++)
+            CHECK(compare(&a[k].r[i], &b[k].r[i], 1, "seeded n=8, 2 seats") == 0);
+    CHECK(a[0].r[0].n != a[0].r[1].n ||
+          memcmp(a[0].r[0].ids, a[0].r[1].ids, sizeof(int32_t) * (size_t)a[0].r[0].n));
+}
+
 /* Abort at the next step: a final ABORT event, blocks back in the pool, others unaffected. */
 static void test_abort(void) {
     make_prompts(P, 4, 16, false);
@@ -277,5 +380,6 @@ static void test_abort(void) {
     inferd_engine_destroy(e);
 }
 
-TEST_MAIN(T(test_n_fork), T(test_abort), T(test_prefix_caching_on_off), T(test_preemption), T(test_chunk_sizes),
+TEST_MAIN(T(test_n_fork), T(test_n_fork_few_seats), T(test_abort), T(test_prefix_caching_on_off),
+          T(test_preemption), T(test_chunk_sizes),
           T(test_batch_invariance))
