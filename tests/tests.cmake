@@ -16,23 +16,23 @@ foreach(src ${INFERD_UNIT_TESTS})
 endforeach()
 
 # inferd_add_asan_test(NAME SRC...): one more test executable built from SRC with
-# ASan+UBSan (leak checks on), so sanitizer-backed tests run in every normal ctest run.
-# Skipped with a message where the compiler cannot link -fsanitize=address,undefined,
-# and in TSan builds (the two sanitizers do not mix).
+# ASan+UBSan (the checks of INFERD_UBSAN in CMakeLists.txt; leak checks on), so
+# sanitizer-backed tests run in every normal ctest run. Skipped with a message where
+# the compiler cannot link those sanitizers, and in TSan builds (the two do not mix).
 include(CheckCSourceCompiles)
 if(NOT INFERD_SANITIZE STREQUAL "tsan")
-  set(CMAKE_REQUIRED_FLAGS "-fsanitize=address,undefined")
-  set(CMAKE_REQUIRED_LINK_OPTIONS "-fsanitize=address,undefined")
+  set(CMAKE_REQUIRED_FLAGS "-fsanitize=address,${INFERD_UBSAN}")
+  set(CMAKE_REQUIRED_LINK_OPTIONS "-fsanitize=address,${INFERD_UBSAN}")
   check_c_source_compiles("int main(void) { return 0; }" INFERD_CC_HAS_ASAN)
   unset(CMAKE_REQUIRED_FLAGS)
   unset(CMAKE_REQUIRED_LINK_OPTIONS)
 endif()
 function(inferd_add_asan_test name)
   if(NOT INFERD_CC_HAS_ASAN)
-    message(STATUS "inferd: ${name} not built (no -fsanitize=address,undefined here)")
+    message(STATUS "inferd: ${name} not built (no -fsanitize=address,${INFERD_UBSAN} here)")
     return()
   endif()
-  set(_san -fsanitize=address,undefined -fno-sanitize-recover=all)
+  set(_san -fsanitize=address,${INFERD_UBSAN} -fno-sanitize-recover=all)
   add_executable(${name} ${ARGN})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_compile_definitions(${name} PRIVATE INFERD_SHARED_DIR="${INFERD_SHARED_DIR}")

@@ -1,5 +1,7 @@
 /* openai.c — request parsing and validation for /v1/chat/completions and
- * /v1/completions, and the one error-body formatter. HTTP worker threads; no shared
+ * /v1/completions, and the one error-body formatter. Bodies are parsed by json.c
+ * (strict JSON, exact integers); this file applies the API's rules to the tree. It
+ * does not template or tokenize (chat.c, gen.c). HTTP worker threads; no shared
  * state. */
 #include "openai.h"
 
@@ -7,6 +9,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "json.h"
 
 int api_fail(api_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
     e->status = status;
@@ -64,20 +68,21 @@ static int get_bool(const cJSON *o, const char *name, bool *out, api_error *e) {
     return 0;
 }
 
-static bool is_int(const cJSON *v) {
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble);
-}
-
-/* *given is set when the field is present (may be NULL). */
+/* Integer fields are read exactly from the number's literal (json_int64): 1.0 and 1e2
+ * are integers (pydantic's lax mode, which vLLM uses, agrees), 1.5 and
+ * 1.0000000000000001 are not (pydantic would take the latter: it is 1.0 as a double).
+ * *given is set when the field is present (may be NULL). */
 static int get_int(const cJSON *o, const char *name, int64_t lo, int64_t hi, int64_t *out,
                    bool *given, api_error *e) {
     const cJSON *v = field(o, name);
     if (!v) return 0;
-    if (!is_int(v)) return bad_type(e, name, "an integer");
-    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi)
+    int64_t x = 0;
+    json_int_status st = json_int64(v, &x);
+    if (st == JSON_INT_NOT_INTEGER) return bad_type(e, name, "an integer");
+    if (st == JSON_INT_RANGE || x < lo || x > hi)
         return api_fail(e, 400, "invalid_value", name, "'%s' must be in [%lld, %lld]", name,
                         (long long)lo, (long long)hi);
-    *out = (int64_t)v->valuedouble;
+    *out = x;
     if (given) *given = true;
     return 0;
 }
@@ -108,29 +113,77 @@ static int unsupported(api_error *e, const char *name, const char *why) {
     return api_fail(e, 400, "unsupported_value", name, "'%s': %s", name, why);
 }
 
+/* Field names an error may show: the request fields of the OpenAI API (and the
+ * extensions inferd reads). A key outside this list is input, and is never echoed. */
+static const char *const KNOWN_FIELDS[] = {
+    "add_generation_prompt", "add_special_tokens", "arguments", "audio", "best_of", "chat_template",
+    "chat_template_kwargs", "content", "continue_final_message", "description", "detail", "echo",
+    "frequency_penalty", "function", "function_call", "functions", "id", "ignore_eos", "image_url",
+    "include_usage", "logit_bias", "logprobs", "max_completion_tokens", "max_tokens", "messages", "metadata",
+    "min_p", "modalities", "model", "n", "name", "parallel_tool_calls", "parameters", "prediction",
+    "presence_penalty", "prompt", "reasoning_effort", "refusal", "repetition_penalty", "response_format",
+    "return_token_strs", "role", "seed", "service_tier", "stop", "stop_token_ids", "store", "stream",
+    "stream_options", "strict", "suffix", "temperature", "text", "tokens", "tool_call_id", "tool_calls",
+    "tool_choice", "tools", "top_k", "top_logprobs", "top_p", "type", "url", "user",
+};
+
+static bool known_field(const char *key) {
+    for (size_t i = 0; i < IFD_ARRAY_LEN(KNOWN_FIELDS); i++)
+        if (!strcmp(KNOWN_FIELDS[i], key)) return true;
+    return false;
+}
+
+/* json.c's error -> the API's. Syntax errors carry no param (as OpenAI's); a NUL or a
+ * duplicate key names the value's path as far as it is made of known field names. */
+static void json_fail(const json_error *j, api_error *e) {
+    char at[96];
+    snprintf(at, sizeof at, "at line %zu, column %zu (byte %zu)", j->line, j->column, j->offset);
+    switch (j->status) {
+    case JSON_ERR_ENCODING:
+        api_fail(e, 400, "invalid_encoding", NULL, "the request body is not valid UTF-8 (%s)", at);
+        break;
+    case JSON_ERR_NOMEM: api_fail(e, 500, NULL, NULL, "out of memory"); break;
+    case JSON_ERR_DEPTH:
+        api_fail(e, 400, "invalid_json", NULL,
+                 "the request body nests arrays and objects deeper than %d levels (%s)",
+                 JSON_DEFAULT_MAX_DEPTH, at);
+        break;
+    case JSON_ERR_NUL:
+        if (j->path[0])
+            api_fail(e, 400, "invalid_value", j->path,
+                     "'%s' contains a NUL character (\\u0000), which is not supported (%s)", j->path, at);
+        else
+            api_fail(e, 400, "invalid_value", NULL,
+                     "the request body has a NUL character (\\u0000) in a string, which is not supported (%s)", at);
+        break;
+    case JSON_ERR_DUPLICATE:
+        if (j->key[0])
+            api_fail(e, 400, "duplicate_key", j->path, "'%s' is given twice: duplicate key '%s' (%s)", j->path,
+                     j->key, at);
+        else if (j->path[0])
+            api_fail(e, 400, "duplicate_key", j->path, "an object in '%s' has a duplicate key (%s)", j->path, at);
+        else
+            api_fail(e, 400, "duplicate_key", NULL, "the request body has a duplicate key (%s)", at);
+        break;
+    default:
+        api_fail(e, 400, "invalid_json", NULL, "the request body is not valid JSON: %s %s",
+                 j->what ? j->what : "a syntax error", at);
+        break;
+    }
+}
+
 cJSON *oai_parse_object(const char *body, size_t n, api_error *e) {
     if (n == 0) {
         api_fail(e, 400, "invalid_json", NULL, "the request body is empty; expected a JSON object");
         return NULL;
     }
-    if (utf8_valid_prefix(body, n) != n) {
-        api_fail(e, 400, "invalid_encoding", NULL, "the request body is not valid UTF-8");
-        return NULL;
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, n, &end, false);
+    const json_opts opts = {.max_depth = JSON_DEFAULT_MAX_DEPTH, .key_ok = known_field};
+    json_error je;
+    cJSON *root = json_parse(body, n, &opts, &je);
     if (!root) {
-        api_fail(e, 400, "invalid_json", NULL, "the request body is not valid JSON (near byte %zu)",
-                 end && end >= body ? (size_t)(end - body) : (size_t)0);
+        json_fail(&je, e);
         return NULL;
     }
-    /* only whitespace may follow the value */
-    for (const char *p = end; p && p < body + n; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n' && *p != 0) {
-            cJSON_Delete(root);
-            api_fail(e, 400, "invalid_json", NULL, "the request body has data after the JSON value");
-            return NULL;
-        }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         api_fail(e, 400, "invalid_json", NULL, "the request body must be a JSON object");
@@ -150,16 +203,18 @@ int oai_parse_ids(const cJSON *arr, const char *param, int32_t n_vocab, int32_t 
     int k = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
-        if (!is_int(it)) {
+        int64_t id = 0;
+        json_int_status st = json_int64(it, &id);
+        if (st == JSON_INT_NOT_INTEGER) {
             free(v);
             return bad_type(e, param, "an array of integer token ids");
         }
-        if (it->valuedouble < 0 || it->valuedouble >= n_vocab) {
+        if (st == JSON_INT_RANGE || id < 0 || id >= n_vocab) {
             free(v);
             return api_fail(e, 400, "invalid_value", param,
                             "'%s' has a token id outside the vocabulary [0, %d)", param, (int)n_vocab);
         }
-        v[k++] = (int32_t)it->valuedouble;
+        v[k++] = (int32_t)id;
     }
     *ids = v;
     *n_ids = k;
@@ -208,6 +263,20 @@ static int parse_stop_ids(oai_request *r, const oai_limits *lim, api_error *e) {
     return 0;
 }
 
+/* A logit_bias key: a token id written as a plain decimal ("0" or [1-9][0-9]*) — no
+ * sign, spaces, leading zeros, fraction or exponent (OpenAI documents "token IDs"). */
+static bool parse_id_key(const char *k, int32_t n_vocab, int32_t *id) {
+    if (!k[0] || (k[0] == '0' && k[1])) return false;
+    int64_t v = 0;
+    for (const char *c = k; *c; c++) {
+        if (*c < '0' || *c > '9') return false;
+        v = v * 10 + (*c - '0');
+        if (v >= n_vocab) return false;
+    }
+    *id = (int32_t)v;
+    return true;
+}
+
 static int parse_logit_bias(oai_request *r, const oai_limits *lim, api_error *e) {
     const cJSON *v = field(r->root, "logit_bias");
     if (!v) return 0;
@@ -221,16 +290,16 @@ static int parse_logit_bias(oai_request *r, const oai_limits *lim, api_error *e)
     if (!r->bias) return api_fail(e, 500, NULL, NULL, "out of memory");
     const cJSON *it;
     cJSON_ArrayForEach(it, v) {
-        char *end = NULL;
-        long id = strtol(it->string, &end, 10);
-        if (!it->string[0] || *end || id < 0 || id >= lim->n_vocab)
+        int32_t id = 0;
+        if (!parse_id_key(it->string, lim->n_vocab, &id))
             return api_fail(e, 400, "invalid_value", "logit_bias",
-                            "'logit_bias' keys must be token ids in [0, %d)", (int)lim->n_vocab);
+                            "'logit_bias' keys must be token ids in [0, %d), written as plain decimals",
+                            (int)lim->n_vocab);
         if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
             return bad_type(e, "logit_bias", "an object mapping token ids to numbers");
         if (it->valuedouble < -100 || it->valuedouble > 100)
             return api_fail(e, 400, "invalid_value", "logit_bias", "'logit_bias' values must be in [-100, 100]");
-        r->bias[r->n_bias].id = (int32_t)id;
+        r->bias[r->n_bias].id = id;
         r->bias[r->n_bias].bias = (float)it->valuedouble;
         r->n_bias++;
     }
@@ -263,6 +332,19 @@ static int parse_content(const cJSON *c, int i, api_error *e) {
     return 0;
 }
 
+/* OpenAI's roles; "function" is the deprecated one (it needs a name). */
+static const char *const ROLES[] = {"system", "user", "assistant", "tool", "developer", "function"};
+
+/* A required string member of a message: absent or null -> missing; not a string -> type. */
+static int required_str(const cJSON *msg, int i, const char *name, api_error *e) {
+    char p[96];
+    snprintf(p, sizeof p, "messages[%d].%s", i, name);
+    const cJSON *v = field(msg, name);
+    if (!v) return api_fail(e, 400, "missing_required_parameter", p, "'%s' is required", p);
+    if (!cJSON_IsString(v)) return bad_type(e, p, "a string");
+    return 0;
+}
+
 static int parse_messages(oai_request *r, api_error *e) {
     const cJSON *m = field(r->root, "messages");
     if (!m) return api_fail(e, 400, "missing_required_parameter", "messages", "'messages' is required");
@@ -279,7 +361,23 @@ static int parse_messages(oai_request *r, api_error *e) {
         snprintf(p, sizeof p, "messages[%d].role", i);
         if (!role) return api_fail(e, 400, "missing_required_parameter", p, "'%s' is required", p);
         if (!cJSON_IsString(role)) return bad_type(e, p, "a string");
-        if (parse_content(cJSON_GetObjectItemCaseSensitive(msg, "content"), i, e)) return -1;
+        size_t k_role = 0;
+        while (k_role < IFD_ARRAY_LEN(ROLES) && strcmp(ROLES[k_role], role->valuestring)) k_role++;
+        if (k_role == IFD_ARRAY_LEN(ROLES))
+            return api_fail(e, 400, "invalid_value", p,
+                            "'%s' must be one of 'system', 'user', 'assistant', 'tool', 'developer', 'function'", p);
+        const char *rs = ROLES[k_role];
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+        /* content is required except from the assistant (tool_calls instead) and the
+         * deprecated function role, as in OpenAI's API */
+        if (strcmp(rs, "assistant") && strcmp(rs, "function")) {
+            snprintf(p, sizeof p, "messages[%d].content", i);
+            if (!content) return api_fail(e, 400, "missing_required_parameter", p, "'%s' is required", p);
+            if (cJSON_IsNull(content)) return bad_type(e, p, "a string or an array of content parts");
+        }
+        if (parse_content(content, i, e)) return -1;
+        if (!strcmp(rs, "tool") && required_str(msg, i, "tool_call_id", e)) return -1;
+        if (!strcmp(rs, "function") && required_str(msg, i, "name", e)) return -1;
         const cJSON *tc = field(msg, "tool_calls");
         if (tc) {
             snprintf(p, sizeof p, "messages[%d].tool_calls", i);
@@ -350,6 +448,25 @@ static int parse_tools(oai_request *r, api_error *e) {
     return 0;
 }
 
+/* Names the server owns in the template context: what chat.c's build_context() sets
+ * there, and the template interpreter's globals (jinja_methods.c), which a context
+ * variable would shadow — a JSON value is never callable, so shadowing a global can
+ * only break the template. Keep in step with both. */
+static const char *const CONTEXT_KEYS[] = {"messages",  "tools", "add_generation_prompt", "bos_token",
+                                           "eos_token", "range", "dict",                  "namespace",
+                                           "raise_exception", "strftime_now"};
+
+static int check_template_kwargs(const cJSON *kw, api_error *e) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, kw) {
+        for (size_t i = 0; i < IFD_ARRAY_LEN(CONTEXT_KEYS); i++)
+            if (!strcmp(it->string, CONTEXT_KEYS[i]))
+                return api_fail(e, 400, "invalid_value", "chat_template_kwargs",
+                                "'chat_template_kwargs' may not set '%s': the server sets it", CONTEXT_KEYS[i]);
+    }
+    return 0;
+}
+
 static int parse_prompt(oai_request *r, const oai_limits *lim, api_error *e) {
     const cJSON *p = field(r->root, "prompt");
     if (!p) return api_fail(e, 400, "missing_required_parameter", "prompt", "'prompt' is required");
@@ -398,9 +515,12 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const o
     const cJSON *so = field(o, "stream_options");
     if (so) {
         if (!cJSON_IsObject(so)) return bad_type(e, "stream_options", "an object");
+        if (!r->stream)
+            return api_fail(e, 400, "invalid_value", "stream_options",
+                            "'stream_options' is only allowed when 'stream' is true");
         bool iu = false;
         if (get_bool(so, "include_usage", &iu, e)) return bad_type(e, "stream_options.include_usage", "a boolean");
-        r->include_usage = iu && r->stream;
+        r->include_usage = iu;
     }
     if (get_int(o, "n", 1, lim->max_n, &iv, &given, e)) return -1;
     if (given) r->n = (int32_t)iv;
@@ -422,6 +542,9 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const o
     if (get_num(o, "frequency_penalty", -2, 2, false, &s->frequency_penalty, e)) return -1;
     if (get_num(o, "repetition_penalty", 0, 100, true, &s->repetition_penalty, e)) return -1;
     given = false;
+    /* seed: int64, as vLLM (and OpenAI's documented maximum 2^63-1); a negative seed is
+     * its two's complement as the engine's uint64 (-1 -> 2^64-1), so every int64 is a
+     * distinct seed */
     if (get_int(o, "seed", INT64_MIN, INT64_MAX, &iv, &given, e)) return -1;
     if (given) {
         s->seed = (uint64_t)iv;
@@ -459,6 +582,7 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const o
         if (r->continue_final_message) r->add_generation_prompt = false;
         const cJSON *kw = field(o, "chat_template_kwargs");
         if (kw && !cJSON_IsObject(kw)) return bad_type(e, "chat_template_kwargs", "an object");
+        if (kw && check_template_kwargs(kw, e)) return -1;
         r->chat_template_kwargs = kw;
         if (get_str(o, "chat_template", &r->chat_template, e)) return -1;
         if (r->chat_template && !lim->allow_request_chat_template)

@@ -77,15 +77,33 @@ typedef struct oai_request {
 } oai_request;
 
 /* Parse and validate a request body of n bytes (need not be NUL-terminated).
- * Returns 0, or -1 with e filled (400 for anything wrong with the request). */
+ * Returns 0, or -1 with e filled (400 for anything wrong with the request).
+ *
+ * The rules beyond types and ranges, as OpenAI's API has them unless noted:
+ * - the body is strict JSON (json.h): a duplicate key, U+0000 in a string, a lone
+ *   surrogate, nesting past JSON_DEFAULT_MAX_DEPTH are 400s;
+ * - integer fields are exact (read from the number's text, not a double): integral
+ *   values in any JSON form count (1.0, 1e2; pydantic's lax mode, as in vLLM), any
+ *   fractional part is invalid_type; seed is any int64 (vLLM's range; 2^63 and up are
+ *   invalid_value) and a negative seed is its two's complement as the engine's uint64
+ *   (-1 -> 2^64-1), so distinct int64 seeds are distinct seeds;
+ * - roles: system, user, assistant, tool, developer, and the deprecated function
+ *   (which needs a name); system/user/developer/tool messages need content (not
+ *   null); tool messages need tool_call_id; the assistant's content may be absent;
+ * - stream_options only with stream: true (null counts as absent);
+ * - logit_bias keys are token ids written as plain decimals ("01", "+1", "1.0" are not);
+ * - chat_template_kwargs may not set a name the server puts into the template context
+ *   (messages, tools, add_generation_prompt, bos_token, eos_token) or a template global
+ *   (range, dict, namespace, raise_exception, strftime_now). */
 int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const oai_limits *lim,
               api_error *e);
 void oai_request_free(oai_request *r); /* accepts a half-built request */
 
 /* Helpers shared with http.c for /tokenize and /detokenize: parse a body into a cJSON
- * object (valid UTF-8, a JSON object) or fail with 400. */
+ * object (strict JSON as above, a JSON object) or fail with 400. Its number nodes
+ * carry their literal (json.h), which oai_parse_ids reads. */
 cJSON *oai_parse_object(const char *body, size_t n, api_error *e);
-/* Token ids from a JSON array: each an integer in [0, n_vocab). */
+/* Token ids from a JSON array: each an integer in [0, n_vocab), read exactly. */
 int oai_parse_ids(const cJSON *arr, const char *param, int32_t n_vocab, int32_t **ids,
                   int32_t *n_ids, api_error *e);
 

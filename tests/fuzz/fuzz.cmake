@@ -1,10 +1,12 @@
 # fuzz.cmake — libFuzzer targets (clang only; skipped with a message elsewhere, or when
-# clang lacks the libFuzzer runtime). fuzz_gguf_smoke (label fuzz) runs fuzz_gguf for
-# 20 s seeded with ../shared/models; longer runs: tests/fuzz/run_fuzz.sh BUILD_DIR SECONDS.
+# clang lacks the libFuzzer runtime), under ASan and the UBSan checks of INFERD_UBSAN
+# (CMakeLists.txt). fuzz_gguf_smoke and fuzz_openai_smoke (label fuzz) run each target
+# for 20 s, seeded with ../shared/models and with tests/fuzz/openai_seeds.sh's
+# requests; longer runs: tests/fuzz/run_fuzz.sh BUILD_DIR SECONDS [TARGET].
 if(CMAKE_C_COMPILER_ID MATCHES "Clang" AND NOT INFERD_SANITIZE STREQUAL "tsan")
   include(CheckCSourceCompiles)
-  set(CMAKE_REQUIRED_FLAGS "-fsanitize=fuzzer,address,undefined")
-  set(CMAKE_REQUIRED_LINK_OPTIONS "-fsanitize=fuzzer,address,undefined")
+  set(CMAKE_REQUIRED_FLAGS "-fsanitize=fuzzer,address,${INFERD_UBSAN}")
+  set(CMAKE_REQUIRED_LINK_OPTIONS "-fsanitize=fuzzer,address,${INFERD_UBSAN}")
   check_c_source_compiles([[
     #include <stddef.h>
     #include <stdint.h>
@@ -15,7 +17,7 @@ if(CMAKE_C_COMPILER_ID MATCHES "Clang" AND NOT INFERD_SANITIZE STREQUAL "tsan")
 endif()
 
 if(INFERD_CC_HAS_LIBFUZZER)
-  set(_fuzz -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+  set(_fuzz -fsanitize=fuzzer,address,${INFERD_UBSAN} -fno-sanitize-recover=all)
   add_executable(fuzz_gguf
     ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_gguf.c ${CMAKE_SOURCE_DIR}/src/model/gguf.c
     ${CMAKE_SOURCE_DIR}/src/model/ggml_types.c ${CMAKE_SOURCE_DIR}/src/util/common.c)
@@ -30,6 +32,27 @@ if(INFERD_CC_HAS_LIBFUZZER)
     COMMAND fuzz_gguf -max_total_time=20 -max_len=65536 -rss_limit_mb=2048
             -artifact_prefix=${CMAKE_BINARY_DIR}/fuzz_gguf- ${_corpus} ${INFERD_SHARED_DIR}/models)
   set_tests_properties(fuzz_gguf_smoke PROPERTIES LABELS fuzz TIMEOUT 120)
+
+  # The request parser: json.c, openai.c and buf.c instrumented; the rest it calls
+  # (inferd_sampling_default) from inferd_core.
+  set(_srv ${CMAKE_SOURCE_DIR}/src/server)
+  add_executable(fuzz_openai
+    ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_openai.c ${_srv}/json.c ${_srv}/openai.c ${_srv}/buf.c)
+  target_include_directories(fuzz_openai PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_compile_options(fuzz_openai PRIVATE ${_fuzz} -O1 -g -fno-omit-frame-pointer)
+  target_link_options(fuzz_openai PRIVATE ${_fuzz})
+  target_link_libraries(fuzz_openai PRIVATE inferd_core)
+  set(_ocorpus ${CMAKE_BINARY_DIR}/fuzz-smoke-corpus-openai)
+  add_test(NAME fuzz_openai_seeds
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/fuzz/openai_seeds.sh ${_ocorpus}/seeds)
+  set_tests_properties(fuzz_openai_seeds PROPERTIES LABELS fuzz FIXTURES_SETUP fuzz_openai_corpus)
+  add_test(NAME fuzz_openai_smoke
+    COMMAND fuzz_openai -max_total_time=20 -max_len=16384 -rss_limit_mb=2048 -timeout=10
+            -dict=${CMAKE_SOURCE_DIR}/tests/fuzz/openai.dict
+            -artifact_prefix=${CMAKE_BINARY_DIR}/fuzz_openai- ${_ocorpus}/new ${_ocorpus}/seeds)
+  set_tests_properties(fuzz_openai_smoke PROPERTIES LABELS fuzz TIMEOUT 120
+    FIXTURES_REQUIRED fuzz_openai_corpus)
+  file(MAKE_DIRECTORY ${_ocorpus}/new)
 else()
-  message(STATUS "inferd: fuzz_gguf not built (needs clang with libFuzzer)")
+  message(STATUS "inferd: fuzz_gguf and fuzz_openai not built (need clang with libFuzzer)")
 endif()

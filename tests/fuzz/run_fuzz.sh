@@ -1,17 +1,37 @@
 #!/usr/bin/env bash
-# run_fuzz.sh BUILD_DIR SECONDS — build fuzz_gguf with clang in BUILD_DIR, seed
-# tests/fuzz/corpus-run/ (gitignored) with the first 64 KiB of every shared GGUF and
-# two tiny valid files written here, and fuzz for SECONDS. Exits non-zero on a crash,
-# leak, timeout or sanitizer report (the reproducer lands in BUILD_DIR/fuzz_gguf-*).
+# run_fuzz.sh BUILD_DIR SECONDS [TARGET] — build the libFuzzer targets with clang in
+# BUILD_DIR and fuzz for SECONDS in all: fuzz_gguf two thirds of the time, fuzz_openai
+# (the request parser) one third; with TARGET (fuzz_gguf or fuzz_openai) that one
+# alone, for all of it. fuzz_gguf's corpus, tests/fuzz/corpus-run/ (gitignored), is
+# seeded with the first 64 KiB of every shared GGUF and two tiny valid files written
+# here; fuzz_openai's, tests/fuzz/corpus-run-openai/, with tests/fuzz/openai_seeds.sh's
+# requests and tests/fuzz/openai.dict. Exits non-zero on a crash, leak, timeout,
+# sanitizer report or broken property (the reproducer lands in BUILD_DIR/<target>-*).
 # CI: tests/fuzz/run_fuzz.sh build-fuzz 60
 set -euo pipefail
 
-if [ $# -ne 2 ]; then
-    echo "usage: $0 BUILD_DIR SECONDS" >&2
+if [ $# -lt 2 ] || [ $# -gt 3 ]; then
+    echo "usage: $0 BUILD_DIR SECONDS [fuzz_gguf|fuzz_openai]" >&2
     exit 2
 fi
 build=$1
 secs=$2
+only=${3:-}
+case "$only" in
+"" | fuzz_gguf | fuzz_openai) ;;
+*)
+    echo "run_fuzz: unknown target $only" >&2
+    exit 2
+    ;;
+esac
+if [ -z "$only" ]; then
+    openai_secs=$((secs / 3))
+    gguf_secs=$((secs - openai_secs))
+elif [ "$only" = fuzz_gguf ]; then
+    gguf_secs=$secs openai_secs=0
+else
+    gguf_secs=0 openai_secs=$secs
+fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 shared=$root/../shared
@@ -21,7 +41,38 @@ if ! grep -q '^CMAKE_C_COMPILER:.*clang' "$build/CMakeCache.txt"; then
     echo "run_fuzz: $build was configured with a compiler other than clang; remove it" >&2
     exit 2
 fi
-cmake --build "$build" --target fuzz_gguf
+targets=()
+[ "$gguf_secs" -gt 0 ] && targets+=(fuzz_gguf)
+[ "$openai_secs" -gt 0 ] && targets+=(fuzz_openai)
+cmake --build "$build" --target "${targets[@]}"
+
+# fuzz TARGET SECONDS LIBFUZZER-ARGS...: run one target, print its summary lines.
+fuzz() {
+    local target=$1 t=$2 log=$build/$1.log rc
+    shift 2
+    echo "run_fuzz: $target for $t s"
+    set +e
+    "$build/$target" -max_total_time="$t" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+        -artifact_prefix="$build/$target-" "$@" 2>&1 | tee "$log" |
+        grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|Done |==[0-9]+==ERROR|SUMMARY|stat::number_of_executed_units)'
+    rc=${PIPESTATUS[0]}
+    set -e
+    if [ "$rc" -ne 0 ]; then
+        echo "run_fuzz: $target failed (exit $rc); full log in $log" >&2
+        tail -n 40 "$log" >&2
+        exit "$rc"
+    fi
+}
+
+if [ "$openai_secs" -gt 0 ]; then
+    ocorpus=tests/fuzz/corpus-run-openai
+    bash tests/fuzz/openai_seeds.sh "$ocorpus"
+    fuzz fuzz_openai "$openai_secs" -max_len=16384 -dict=tests/fuzz/openai.dict "$ocorpus"
+fi
+if [ "$gguf_secs" -eq 0 ]; then
+    echo "run_fuzz: ok"
+    exit 0
+fi
 
 corpus=tests/fuzz/corpus-run
 mkdir -p "$corpus"
@@ -73,17 +124,6 @@ pad "$tiny2" 64
 head -c 68 /dev/zero >>"$tiny2"
 n_seeds=$((n_seeds + 2))
 
-echo "run_fuzz: $n_seeds seeds in $corpus, fuzzing for $secs s"
-log=$build/fuzz_gguf.log
-set +e
-"$build/fuzz_gguf" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-    -print_final_stats=1 -artifact_prefix="$build/fuzz_gguf-" "$corpus" 2>&1 | tee "$log" |
-    grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|Done |==[0-9]+==ERROR|SUMMARY|stat::number_of_executed_units)'
-rc=${PIPESTATUS[0]}
-set -e
-if [ "$rc" -ne 0 ]; then
-    echo "run_fuzz: fuzz_gguf failed (exit $rc); full log in $log" >&2
-    tail -n 40 "$log" >&2
-    exit "$rc"
-fi
+echo "run_fuzz: $n_seeds seeds in $corpus"
+fuzz fuzz_gguf "$gguf_secs" -max_len=65536 "$corpus"
 echo "run_fuzz: ok"

@@ -298,3 +298,134 @@ def test_request_log_line(srv):
     for k in ("ttft_s", "queue_s", "total_s", "prompt_tokens"):
         assert k in l
     assert "prompt" not in l  # prompts are not logged by default
+
+
+# ---- request hardening: exact integers, strict JSON, OpenAI's validation -------------
+
+def sampled_text(s, seed: str) -> str:
+    """A sampled completion for a seed given as its JSON literal (exact, not via float)."""
+    body = ('{"prompt":"ROMEO:","max_tokens":24,"temperature":1.5,"ignore_eos":true,"seed":%s}'
+            % seed).encode()
+    st, h, d = post(s, COMP, body, {"Content-Type": "application/json"})
+    assert st == 200, d
+    return json.loads(d)["choices"][0]["text"]
+
+
+@pytest.mark.parametrize("a,b", [(2**53, 2**53 + 1), (2**63 - 1, 2**63 - 2), (-2**63, -2**63 + 1)])
+def test_seed_is_exact_int64(srv, a, b):
+    # neighbouring seeds are the same double; as int64 they are different seeds
+    ta = sampled_text(srv, str(a))
+    assert sampled_text(srv, str(a)) == ta  # a seed reproduces
+    assert sampled_text(srv, str(b)) != ta, (a, b)
+
+
+@pytest.mark.parametrize("seed", ["9223372036854775808", "-9223372036854775809", "18446744073709551615",
+                                  "1e19", "9.2233720368547759e18"])
+def test_seed_out_of_int64(srv, seed):
+    body = ('{"prompt":"hi","max_tokens":1,"seed":%s}' % seed).encode()
+    st, h, d = post(srv, COMP, body, {"Content-Type": "application/json"})
+    check_error(st, h, d, 400, param="seed", code="invalid_value")
+
+
+def test_integral_numbers_accepted(srv):
+    # 1.0 and 1e1 are integers (pydantic's lax mode, which vLLM uses, agrees)
+    body = b'{"prompt":"ROMEO:","max_tokens":2.0,"n":1e0,"seed":1e1}'
+    st, h, d = post(srv, COMP, body, {"Content-Type": "application/json"})
+    assert st == 200, d
+    assert json.loads(d)["usage"]["completion_tokens"] <= 2
+    body = b'{"prompt":"ROMEO:","max_tokens":1.0000000000000001}'  # == 1.0 as a double
+    st, h, d = post(srv, COMP, body, {"Content-Type": "application/json"})
+    check_error(st, h, d, 400, param="max_tokens", code="invalid_type")
+
+
+@pytest.mark.parametrize("key", ["01", "+1", " 1", "1 ", "1.0", "1e2", "-0", ""])
+def test_logit_bias_keys_are_plain_ids(srv, key):
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "logit_bias": {key: 1}}
+    st, h, d = post(srv, CHAT, body)
+    check_error(st, h, d, 400, param="logit_bias", code="invalid_value")
+
+
+@pytest.mark.parametrize("path,raw,param", [
+    (CHAT, b'{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"max_tokens":3}', "max_tokens"),
+    (CHAT, b'{"messages":[{"role":"user","content":"hi","content":"' + MARK.encode() + b'"}]}',
+     "messages[0].content"),
+    (COMP, b'{"prompt":"hi","logit_bias":{"5":1,"5":-1}}', "logit_bias"),
+    (COMP, b'{"prompt":"hi","' + MARK.encode() + b'":1,"' + MARK.encode() + b'":2}', None),
+    ("/tokenize", b'{"prompt":"a","prompt":"b"}', "prompt"),
+])
+def test_duplicate_keys_rejected(srv, path, raw, param):
+    st, h, d = post(srv, path, raw, {"Content-Type": "application/json"})
+    err = check_error(st, h, d, 400, code="duplicate_key")  # never echoes an unknown key (MARK)
+    assert err["param"] == param, err
+
+
+@pytest.mark.parametrize("path,raw,param", [
+    (CHAT, b'{"messages":[{"role":"user","content":"hi\\u0000' + MARK.encode() + b'"}]}', "messages[0].content"),
+    (COMP, b'{"prompt":["ok","x\\u0000y"]}', "prompt[1]"),
+    ("/tokenize", b'{"prompt":"a\\u0000b"}', "prompt"),
+])
+def test_nul_character_rejected(srv, path, raw, param):
+    # cJSON strings end at a NUL: the text after it would silently vanish
+    st, h, d = post(srv, path, raw, {"Content-Type": "application/json"})
+    check_error(st, h, d, 400, param=param, code="invalid_value")
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"prompt":"hi","x":' + b"[" * 200 + b"]" * 200 + b"}",  # nesting
+    b'{"prompt":"hi","x":01}',  # a leading zero
+    b'{"prompt":"hi\x01"}',  # a raw control character
+    b'{"prompt":"hi"}\x00',  # a NUL after the value
+])
+def test_strict_json(srv, raw):
+    st, h, d = post(srv, COMP, raw, {"Content-Type": "application/json"})
+    check_error(st, h, d, 400, code="invalid_json")
+
+
+def test_json_error_position(srv):
+    st, h, d = post(srv, COMP, b'{"prompt":"hi",\n  "max_tokens":1,}', {"Content-Type": "application/json"})
+    err = check_error(st, h, d, 400, code="invalid_json")
+    assert "line 2, column 18" in err["message"], err
+
+
+@pytest.mark.parametrize("msgs,param,code", [
+    ([{"role": "wizard", "content": "hi"}], "messages[0].role", "invalid_value"),
+    ([{"role": "user", "content": "hi"}, {"role": "tool", "content": "r"}], "messages[1].tool_call_id",
+     "missing_required_parameter"),
+    ([{"role": "user"}], "messages[0].content", "missing_required_parameter"),
+    ([{"role": "system", "content": None}, {"role": "user", "content": "hi"}], "messages[0].content", None),
+    ([{"role": "developer"}, {"role": "user", "content": "hi"}], "messages[0].content", None),
+    ([{"role": "function", "content": "r"}], "messages[0].name", "missing_required_parameter"),
+])
+def test_openai_message_rules(srv, msgs, param, code):
+    st, h, d = post(srv, CHAT, {"messages": msgs, "max_tokens": 2})
+    check_error(st, h, d, 400, param=param, code=code)
+
+
+def test_developer_and_tool_roles_accepted(srv):
+    msgs = [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    st, h, d = post(srv, CHAT, {"messages": msgs, "max_tokens": 2})
+    assert st == 200, d
+
+
+@pytest.mark.parametrize("path", [CHAT, COMP])
+def test_stream_options_needs_stream(srv, path):
+    body = {"max_tokens": 2, "stream_options": {"include_usage": True}}
+    body["messages" if path == CHAT else "prompt"] = [{"role": "user", "content": "hi"}] if path == CHAT else "hi"
+    st, h, d = post(srv, path, body)
+    check_error(st, h, d, 400, param="stream_options", code="invalid_value")
+    body["stream_options"] = None  # null is "not given"
+    st, h, d = post(srv, path, body)
+    assert st == 200, d
+
+
+@pytest.mark.parametrize("key", ["messages", "tools", "add_generation_prompt", "bos_token", "eos_token",
+                                 "raise_exception"])
+def test_chat_template_kwargs_cannot_override_context(srv, key):
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+            "chat_template_kwargs": {"enable_thinking": False, key: "x"}}
+    st, h, d = post(srv, CHAT, body)
+    err = check_error(st, h, d, 400, param="chat_template_kwargs", code="invalid_value")
+    assert key in err["message"]
