@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: build, C tests (ctest), a short libFuzzer run of the GGUF
-# reader, then the Python-driven tests (pytest). Exits non-zero on any failure.
+# The whole test suite: build, C tests (ctest), short libFuzzer runs (GGUF reader,
+# OpenAI request parser, chat template + tokenizer), the benchmark smoke test, the
+# Python-driven tests (pytest), then the server suites under ASan+UBSan. Exits non-zero
+# on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -9,3 +11,8 @@ bash tests/fuzz/run_fuzz.sh build-fuzz "${FUZZ_SECONDS:-60}"
 bash bench/engine_bench.sh build Q4_0 1   # benchmark smoke test (tiny model, seconds)
 PY=${PYTHON:-python3}
 INFERD_BIN=$PWD/build/inferd $PY -m pytest -q tests/python
+# the server suites again against the ASan+UBSan build (a sanitizer report or a leak
+# makes the server exit non-zero, which fails the test that stops it)
+BUILD_DIR=build-asan BUILD_TYPE=Asan CMAKE_ARGS="-DINFERD_CUDA=OFF" INFERD_TARGET=inferd bash scripts/build.sh
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 INFERD_BIN=$PWD/build-asan/inferd \
+  $PY -m pytest -q tests/python/test_server_*.py
