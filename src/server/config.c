@@ -64,6 +64,8 @@ static const cfg_opt OPTS[] = {
      "CORS: origins allowed to call the API from a browser, comma-separated, or * (default: none)"},
     {"max-body-bytes", NULL, CFG_SIZE, O(max_body_bytes), "8M", 1024, 1 << 30, NULL, false,
      "largest request body (413 above)"},
+    {"max-buffered-body-bytes", NULL, CFG_SIZE, O(max_buffered_body_bytes), "256M", 1024, BIG, NULL, false,
+     "request bodies being received at once, all connections together (503 above)"},
     {"max-n", NULL, CFG_INT, O(max_n), "8", 1, 128, NULL, false, "largest n (choices per prompt)"},
     {"max-top-logprobs", NULL, CFG_INT, O(max_top_logprobs), "20", 0, 20, NULL, false,
      "largest top_logprobs / logprobs"},

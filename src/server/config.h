@@ -38,6 +38,7 @@ typedef struct server_config {
     char *allowed_origins;        /* CORS: comma-separated origins, or "*" */
     /* limits and admission */
     int64_t max_body_bytes;
+    int64_t max_buffered_body_bytes;
     int64_t max_n;
     int64_t max_top_logprobs;
     int64_t max_stop;

@@ -786,6 +786,7 @@ static void error_body(void *app, const char *client, int status, const char *me
                        : status == 417 ? "expectation_failed"
                        : status == 501 ? "not_implemented"
                        : status == 505 ? "http_version_not_supported"
+                       : status == 503 ? "server_busy"
                        : status >= 500 ? NULL
                                        : "invalid_request";
     api_error e;
@@ -814,7 +815,8 @@ int http_start(server *s, char *err, size_t eb) {
                        .max_head_bytes = (size_t)c->max_header_bytes,
                        .max_target_bytes = 8192,
                        .max_headers = 100,
-                       .max_body_bytes = (size_t)c->max_body_bytes};
+                       .max_body_bytes = (size_t)c->max_body_bytes,
+                       .max_body_total_bytes = (size_t)c->max_buffered_body_bytes};
     const httpd_handlers h = {.on_head = on_head,
                               .on_request = on_request,
                               .on_wake = on_wake,

@@ -75,6 +75,7 @@ struct httpd_conn {
     bool chunked;
     int64_t content_length;
     sbuf body;
+    size_t body_budget; /* bytes of d->body_bytes this request holds */
     int ch_state;
     uint64_t ch_left;
     bool app;        /* on_head called, on_done not yet */
@@ -121,6 +122,8 @@ struct httpd {
     int n_threads;
     _Atomic bool stopping;
     _Atomic int64_t n_conns, accepted, rejected, evicted, timeouts;
+    _Atomic int64_t body_bytes; /* request bodies being received or held, all connections */
+    int64_t max_body_total;
 };
 
 /* ---- small helpers ----------------------------------------------------------------- */
@@ -171,6 +174,24 @@ static void out_touch(httpd_conn *c) {
     if (!out_pending(c)) c->t_write = ifd_now_s();
 }
 
+/* Request bodies take memory before anything checks them: all connections together
+ * may hold at most max_body_total bytes (503 beyond). */
+static bool body_reserve(httpd_conn *c, size_t n) {
+    httpd *d = c->t->d;
+    int64_t now = atomic_fetch_add(&d->body_bytes, (int64_t)n) + (int64_t)n;
+    if (now > d->max_body_total) {
+        atomic_fetch_sub(&d->body_bytes, (int64_t)n);
+        return false;
+    }
+    c->body_budget += n;
+    return true;
+}
+
+static void body_release(httpd_conn *c) {
+    if (c->body_budget) atomic_fetch_sub(&c->t->d->body_bytes, (int64_t)c->body_budget);
+    c->body_budget = 0;
+}
+
 /* ---- close ------------------------------------------------------------------------ */
 
 static void wake_unlink(httpd_conn *c) {
@@ -214,6 +235,7 @@ static void conn_close(httpd_conn *c, httpd_done why) {
 }
 
 static void conn_free(httpd_conn *c) {
+    body_release(c);
     free(c->in);
     free(c->head);
     free(c->hdrs);
@@ -563,6 +585,10 @@ static bool read_head(httpd_conn *c) {
         return true;
     }
     const bool has_body = c->content_length != 0;
+    if (c->content_length > 0 && !body_reserve(c, (size_t)c->content_length)) {
+        conn_error(c, 503, "the server is receiving too many request bodies; retry later");
+        return true;
+    }
     c->t_body = ifd_now_s();
     c->app = true;
     if (d->h.on_head) d->h.on_head(d->app, c, &c->rq);
@@ -596,6 +622,12 @@ static void dispatch(httpd_conn *c) {
     c->rq.body_bytes = c->body.n;
     c->st = CS_APP;
     if (d->h.on_request) d->h.on_request(d->app, c, &c->rq);
+    /* the body was the application's during on_request only */
+    c->rq.body = NULL;
+    c->rq.body_bytes = 0;
+    body_release(c);
+    sbuf_reset(&c->body);
+    if (c->body.cap > (64 << 10)) sbuf_free(&c->body);
 }
 
 static void consume(httpd_conn *c, size_t n) {
@@ -679,6 +711,10 @@ static bool read_body(httpd_conn *c) {
                 conn_error(c, 413, "request body too large");
                 return true;
             }
+            if (v && !body_reserve(c, (size_t)v)) {
+                conn_error(c, 503, "the server is receiving too many request bodies; retry later");
+                return true;
+            }
             if (v == 0) c->ch_state = CH_TRAILER;
             else {
                 c->ch_left = v;
@@ -720,6 +756,7 @@ static void update_interest(httpd_conn *c) {
 }
 
 static void reset_request(httpd_conn *c) {
+    body_release(c);
     free(c->head);
     c->head = NULL;
     sbuf_reset(&c->body);
@@ -1126,6 +1163,7 @@ int httpd_start(httpd **out, const httpd_config *cfg, const httpd_handlers *h, v
     d->h = *h;
     d->app = app;
     d->lfd = -1;
+    d->max_body_total = cfg->max_body_total_bytes ? (int64_t)cfg->max_body_total_bytes : (int64_t)256 << 20;
     if (d->cfg.n_threads < 1) d->cfg.n_threads = 1;
     if (d->cfg.max_headers < 1) d->cfg.max_headers = 100;
     if (d->cfg.max_head_bytes < 256) d->cfg.max_head_bytes = 256;

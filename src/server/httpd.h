@@ -95,6 +95,7 @@ typedef struct httpd_config {
     size_t max_target_bytes;   /* 414 above */
     int max_headers;           /* 431 above */
     size_t max_body_bytes;     /* 413 above */
+    size_t max_body_total_bytes; /* bodies being received, all connections; 503 above (0: 256M) */
 } httpd_config;
 
 /* Binds, listens and starts the threads. 0, or a status with a message in err. */

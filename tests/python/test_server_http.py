@@ -347,6 +347,24 @@ def test_http10_and_half_close_after_a_full_request(srv):
     assert st == 200 and body == b'{"status":"ok"}' and h.get("connection") == "close"
 
 
+def test_bodies_in_flight_are_bounded():
+    s = Server("--max-body-bytes", "64K", "--max-buffered-body-bytes", "100K")
+    try:
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n"
+        a = socket.create_connection((s.host, s.port), timeout=5)
+        a.sendall(head + b"x" * 1000)
+        time.sleep(0.2)
+        err = check_json_error(raw(s, head + b"y" * 1000), 503)  # 120000 > 100K
+        assert err["code"] == "server_busy"
+        a.close()
+        time.sleep(0.2)
+        body = json.dumps({"prompt": "ROMEO:", "max_tokens": 2, "pad": "z" * 59000})
+        st, h, d = s.request("POST", COMP, body.encode(), {"Content-Type": "application/json"})
+        assert st == 200, d  # the budget came back
+    finally:
+        assert s.stop() == 0
+
+
 def test_error_after_early_answer_is_readable(srv):
     # a 413 sent before the body is read must reach a client still writing its body
     with socket.create_connection((srv.host, srv.port), timeout=5) as k:
