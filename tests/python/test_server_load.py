@@ -125,6 +125,26 @@ def test_disconnect_non_streaming_aborts(srv):
     assert gen < 240  # stopped early
 
 
+def test_disconnect_aborts_every_prompt():
+    # more prompts than the old 64-id abort buffer: every one must stop
+    s = Server(*SLOW, "--max-prompts", "100", "--max-num-seqs", "128")
+    try:
+        body = json.dumps({**LONG, "prompt": ["ROMEO:"] * 100}).encode()
+        sk = socket.create_connection((s.host, s.port))
+        sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert wait_for(lambda: s.metrics()["inferd_num_requests_running"] > 0)
+        sk.close()
+        m = wait_for(lambda: (lambda m: m if m["inferd_num_requests_running"] == 0 and
+                              m["inferd_num_requests_waiting"] == 0 else None)(s.metrics()), timeout=5)
+        assert m, s.metrics()
+        assert m['inferd_aborted_total{reason="client_disconnect"}'] == 1
+        assert m["inferd_kv_blocks_used"] == 0
+        assert m["inferd_generation_tokens_total"] < 100 * 240  # stopped early
+    finally:
+        assert s.stop() == 0
+
+
 def test_promtool_check_metrics(srv):
     promtool = shutil.which("promtool")
     if not promtool:
