@@ -636,9 +636,11 @@ static void consume(httpd_conn *c, size_t n) {
 }
 
 /* BODY state: move input into the body. Returns true when the request was dispatched
- * (or failed). */
+ * (or failed). Chunked input is walked with an offset and consumed once at the end,
+ * so a body of many tiny chunks costs linear time. */
+static bool chunked_step(httpd_conn *c, size_t *off, bool *done);
+
 static bool read_body(httpd_conn *c) {
-    httpd *d = c->t->d;
     if (!c->chunked) {
         size_t want = (size_t)c->content_length - c->body.n;
         size_t k = IFD_MIN(want, c->in_n);
@@ -650,84 +652,98 @@ static bool read_body(httpd_conn *c) {
         dispatch(c);
         return true;
     }
-    for (;;) {
-        if (c->ch_state == CH_DATA) {
-            size_t k = (size_t)IFD_MIN((uint64_t)c->in_n, c->ch_left);
-            if (k) {
-                sbuf_put(&c->body, c->in, k);
-                consume(c, k);
-                c->ch_left -= k;
-            }
-            if (c->ch_left) return false;
-            c->ch_state = CH_DATA_END;
-            continue;
+    size_t off = 0;
+    bool done = false, more;
+    do more = chunked_step(c, &off, &done);
+    while (more);
+    if (c->dead) return true;
+    consume(c, off); /* the pipelined rest stays for the next request */
+    if (!done) return c->resp_started;
+    dispatch(c);
+    return true;
+}
+
+/* One element of a chunked body at c->in + *off: false when it needs more input, the
+ * body is complete (*done) or an error was answered. */
+static bool chunked_step(httpd_conn *c, size_t *off, bool *done) {
+    httpd *d = c->t->d;
+    const char *p = c->in + *off;
+    const size_t avail = c->in_n - *off;
+    if (c->ch_state == CH_DATA) {
+        size_t k = (size_t)IFD_MIN((uint64_t)avail, c->ch_left);
+        if (k) {
+            sbuf_put(&c->body, p, k);
+            *off += k;
+            c->ch_left -= k;
         }
-        const char *nl = memchr(c->in, '\n', c->in_n);
-        if (!nl) {
-            if (c->in_n > CHUNK_LINE_MAX) {
-                conn_error(c, 400, "malformed chunked body");
-                return true;
-            }
+        if (c->ch_left) return false;
+        c->ch_state = CH_DATA_END;
+        return true;
+    }
+    const char *nl = memchr(p, '\n', avail);
+    if (!nl) {
+        if (avail > CHUNK_LINE_MAX) conn_error(c, 400, "malformed chunked body");
+        return false;
+    }
+    size_t n = (size_t)(nl - p), adv = n + 1;
+    if (n && p[n - 1] == '\r') n--;
+    if (n > CHUNK_LINE_MAX) {
+        conn_error(c, 400, "malformed chunked body");
+        return false;
+    }
+    *off += adv;
+    if (c->ch_state == CH_DATA_END) {
+        if (n != 0) {
+            conn_error(c, 400, "malformed chunked body");
             return false;
         }
-        size_t n = (size_t)(nl - c->in), adv = n + 1;
-        if (n && c->in[n - 1] == '\r') n--;
-        if (n > CHUNK_LINE_MAX) {
-            conn_error(c, 400, "malformed chunked body");
-            return true;
-        }
-        if (c->ch_state == CH_DATA_END) {
-            if (n != 0) {
-                conn_error(c, 400, "malformed chunked body");
-                return true;
-            }
-            consume(c, adv);
-            c->ch_state = CH_SIZE;
-        } else if (c->ch_state == CH_SIZE) {
-            uint64_t v = 0;
-            size_t j = 0;
-            for (; j < n; j++) {
-                char ch = c->in[j];
-                int dv = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                         : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-                if (dv < 0) break;
-                if (j >= 15) {
-                    conn_error(c, 413, "request body too large");
-                    return true;
-                }
-                v = v * 16 + (uint64_t)dv;
-            }
-            if (j == 0 || (j < n && c->in[j] != ';' && c->in[j] != ' ' && c->in[j] != '\t')) {
-                conn_error(c, 400, "malformed chunk size");
-                return true;
-            }
-            for (size_t q = j; q < n; q++)
-                if ((unsigned char)c->in[q] < 0x20 && c->in[q] != '\t') {
-                    conn_error(c, 400, "malformed chunk extension");
-                    return true;
-                }
-            consume(c, adv);
-            if (v > d->cfg.max_body_bytes || c->body.n + v > d->cfg.max_body_bytes) {
-                conn_error(c, 413, "request body too large");
-                return true;
-            }
-            if (v && !body_reserve(c, (size_t)v)) {
-                conn_error(c, 503, "the server is receiving too many request bodies; retry later");
-                return true;
-            }
-            if (v == 0) c->ch_state = CH_TRAILER;
-            else {
-                c->ch_left = v;
-                c->ch_state = CH_DATA;
-            }
-        } else { /* CH_TRAILER: header lines until an empty one; ignored */
-            consume(c, adv);
-            if (n == 0) {
-                dispatch(c);
-                return true;
-            }
-        }
+        c->ch_state = CH_SIZE;
+        return true;
     }
+    if (c->ch_state == CH_TRAILER) { /* header lines until an empty one; ignored */
+        if (n == 0) {
+            *done = true;
+            return false;
+        }
+        return true;
+    }
+    /* CH_SIZE: hex digits, then an optional extension */
+    uint64_t v = 0;
+    size_t j = 0;
+    for (; j < n; j++) {
+        char ch = p[j];
+        int dv = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (dv < 0) break;
+        if (j >= 15) {
+            conn_error(c, 413, "request body too large");
+            return false;
+        }
+        v = v * 16 + (uint64_t)dv;
+    }
+    if (j == 0 || (j < n && p[j] != ';' && p[j] != ' ' && p[j] != '\t')) {
+        conn_error(c, 400, "malformed chunk size");
+        return false;
+    }
+    for (size_t q = j; q < n; q++)
+        if ((unsigned char)p[q] < 0x20 && p[q] != '\t') {
+            conn_error(c, 400, "malformed chunk extension");
+            return false;
+        }
+    if (v > d->cfg.max_body_bytes || c->body.n + v > d->cfg.max_body_bytes) {
+        conn_error(c, 413, "request body too large");
+        return false;
+    }
+    if (v && !body_reserve(c, (size_t)v)) {
+        conn_error(c, 503, "the server is receiving too many request bodies; retry later");
+        return false;
+    }
+    if (v == 0) c->ch_state = CH_TRAILER;
+    else {
+        c->ch_left = v;
+        c->ch_state = CH_DATA;
+    }
+    return true;
 }
 
 /* ---- the connection driver --------------------------------------------------------- */
