@@ -810,7 +810,7 @@ static void finish_request(httpd_conn *c) {
     c->scan = 0;
     c->t_idle = now;
     c->t_first_byte = c->in_n ? now : 0;
-    if (c->peer_eof) conn_close(c, HTTPD_DONE_OK);
+    if (c->peer_eof && !c->in_n) conn_close(c, HTTPD_DONE_OK); /* else: pipelined requests first */
 }
 
 /* Write what can be written. */
@@ -868,6 +868,16 @@ static void conn_run(httpd_conn *c) {
         else if (c->st == CS_LINGER || (c->resp_complete && c->st != CS_APP)) c->in_n = 0;
         if (!progress) break;
     }
+    if (c->dead) return;
+    /* The client sent all it will (end of input). Everything buffered has been parsed
+     * above. A request still incomplete, or one the application is still working on,
+     * has nobody to answer to (a client that half-closes and waits gets only answers
+     * that were ready at once): close. A complete response still being written is
+     * finished first (finish_request closes after it). */
+    if (c->peer_eof && (c->st == CS_LINGER || !c->resp_complete)) {
+        conn_close(c, HTTPD_DONE_CLOSED);
+        return;
+    }
     update_interest(c);
 }
 
@@ -896,18 +906,11 @@ static void conn_read(httpd_conn *c) {
         }
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        /* end of input or a reset */
-        if (k < 0 || c->st == CS_LINGER || (c->st == CS_HEAD && !c->resp_started)) {
+        if (k < 0) { /* a reset */
             conn_close(c, HTTPD_DONE_CLOSED);
             return;
         }
-        /* EOF with a request in progress: the client is gone unless only our complete
-         * response is left to write (a client may half-close and still read it) */
-        if (!c->resp_complete) {
-            conn_close(c, HTTPD_DONE_CLOSED);
-            return;
-        }
-        c->peer_eof = true;
+        c->peer_eof = true; /* the client sent all it will: answer what is buffered */
         break;
     }
     conn_run(c);
