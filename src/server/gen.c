@@ -30,6 +30,9 @@ static int tokenize(server *s, const char *text, size_t n, bool chat, oai_prompt
     const tokenizer *tk = s->model->tok;
     int32_t *ids = NULL;
     size_t n_ids = 0;
+    /* A completions prompt is the client's own text: control tokens in it are parsed,
+     * as llama.cpp and vLLM do. Chat prompts go through chat_prompt instead, where
+     * request data never yields control tokens. */
     if (tok_encode(tk, text, n, TOK_ENC_ADD_BOS | TOK_ENC_PARSE_SPECIAL, &ids, &n_ids))
         return api_fail(e, 500, NULL, NULL, "tokenization failed");
     /* a template that writes bos_token itself, plus the tokenizer's BOS: keep one */
@@ -79,12 +82,9 @@ static int prompt_from_ids(server *s, oai_request *r, const cJSON *arr, api_erro
 
 int gen_prepare(server *s, oai_request *r, api_error *e) {
     if (r->kind == OAI_CHAT) {
-        char *text = NULL;
-        size_t n = 0;
-        if (chat_render(s->chat, r, &text, &n, e)) return -1;
-        int rc = prompt_from_text(s, r, text, n, true, e);
-        free(text);
-        if (rc) return -1;
+        /* render + tokenize: control tokens only from the template's own text */
+        if (add_prompt(r, e) || chat_prompt(s->chat, r, TOK_ENC_ADD_BOS, &r->prompts[r->n_prompts - 1], e))
+            return -1;
     } else if (cJSON_IsString(r->prompt)) {
         if (prompt_from_text(s, r, r->prompt->valuestring, strlen(r->prompt->valuestring), false, e)) return -1;
     } else if (cJSON_IsNumber(cJSON_GetArrayItem(r->prompt, 0))) {

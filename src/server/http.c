@@ -293,6 +293,11 @@ static enum MHD_Result ep_model(http_req *hr) {
     return http_errorf(hr, 404, "model_not_found", "model", "The model does not exist.");
 }
 
+/* add_special_tokens (default true) -> the BOS the vocabulary asks for */
+static unsigned tok_flags(const cJSON *special) {
+    return !special || cJSON_IsNull(special) || cJSON_IsTrue(special) ? TOK_ENC_ADD_BOS : 0;
+}
+
 static enum MHD_Result ep_tokenize(http_req *hr) {
     server *s = hr->s;
     api_error e;
@@ -332,7 +337,12 @@ static enum MHD_Result ep_tokenize(http_req *hr) {
         char *copy = cJSON_PrintUnformatted(root);
         int rc = copy ? oai_parse(&r, OAI_CHAT, copy, strlen(copy), &lim, &e) : api_fail(&e, 500, NULL, NULL, "out of memory");
         free(copy);
-        if (!rc) rc = chat_render(s->chat, &r, &text, &n, &e);
+        oai_prompt p = {0}; /* the same render + tokenize as generation */
+        if (!rc) rc = chat_prompt(s->chat, &r, tok_flags(special), &p, &e);
+        ids = p.ids;
+        n_ids = (size_t)p.n_ids;
+        text = p.text;
+        n = p.text_bytes;
         oai_request_free(&r);
         if (rc) {
             ret = http_error(hr, &e);
@@ -346,9 +356,9 @@ static enum MHD_Result ep_tokenize(http_req *hr) {
                           "'prompt' (a string) or 'messages' is required");
         goto done;
     }
-    unsigned flags = TOK_ENC_PARSE_SPECIAL;
-    if (!special || cJSON_IsNull(special) || cJSON_IsTrue(special)) flags |= TOK_ENC_ADD_BOS;
-    if (!text || tok_encode(s->model->tok, text, n, flags, &ids, &n_ids)) {
+    /* a plain prompt is the client's own text: control tokens in it are parsed (as
+     * llama.cpp and vLLM do) */
+    if (!chat && (!text || tok_encode(s->model->tok, text, n, tok_flags(special) | TOK_ENC_PARSE_SPECIAL, &ids, &n_ids))) {
         ret = http_errorf(hr, 500, NULL, NULL, "tokenization failed");
         goto done;
     }
