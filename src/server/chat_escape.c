@@ -15,6 +15,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "util/common.h"
+#include "util/hash.h"
 
 /* ---- byte tries ----------------------------------------------------------------------- */
 
@@ -255,6 +256,7 @@ void chat_esc_tab_free(chat_esc_tab *t) {
     if (!t) return;
     sbuf_free(&t->orig);
     free(t->off);
+    free(t->slots);
     memset(t, 0, sizeof *t);
 }
 
@@ -320,7 +322,50 @@ static void put_escape(const chat_esc *e, size_t idx, bool mark, sbuf *out) {
     sbuf_put(out, e->sym[SYM_CLOSE], e->sym_len);
 }
 
+static bool piece_is(const chat_esc_tab *t, size_t i, const char *s, size_t n) {
+    return t->off[i + 1] - t->off[i] == n && !memcmp(t->orig.p + t->off[i], s, n);
+}
+
+/* Find piece s in the slots (open addressing, at most 32 probes: a probe sequence that
+ * is crafted to collide only costs dedupe, never time). Returns the slot to fill (its
+ * value 0) or holding s; SIZE_MAX when the probes ran out. */
+static size_t tab_slot(const chat_esc_tab *t, const char *s, size_t n) {
+    uint64_t h = ifd_hash_bytes(0x9e3779b97f4a7c15ull, s, n);
+    for (size_t k = 0; k < 32; k++) {
+        size_t i = (size_t)(h + k) & (t->n_slots - 1);
+        if (!t->slots[i] || piece_is(t, t->slots[i] - 1, s, n)) return i;
+    }
+    return SIZE_MAX;
+}
+
+static bool tab_rehash(chat_esc_tab *t) {
+    size_t ns = t->n_slots ? 2 * t->n_slots : 64;
+    uint32_t *old = t->slots;
+    size_t old_n = t->n_slots;
+    if (!(t->slots = calloc(ns, sizeof *t->slots))) {
+        t->slots = old;
+        return false;
+    }
+    t->n_slots = ns;
+    for (size_t i = 0; i < old_n; i++) {
+        if (!old[i]) continue;
+        size_t p = old[i] - 1, j = tab_slot(t, t->orig.p + t->off[p], t->off[p + 1] - t->off[p]);
+        if (j != SIZE_MAX) t->slots[j] = old[i];
+    }
+    free(old);
+    return true;
+}
+
+/* The index of piece s[0..n) (equal pieces share one, so equal strings escape
+ * equally: continue_final_message's search relies on it). */
 static bool tab_add(chat_esc_tab *t, const char *s, size_t n, size_t *idx) {
+    if (t->n >= UINT32_MAX - 1) return false;
+    if (2 * (t->n + 1) > t->n_slots && !tab_rehash(t)) return false;
+    size_t slot = tab_slot(t, s, n);
+    if (slot != SIZE_MAX && t->slots[slot]) {
+        *idx = t->slots[slot] - 1;
+        return true;
+    }
     if (t->n + 2 > t->cap) {
         size_t ncap = t->cap ? t->cap * 2 : 16;
         size_t *no = realloc(t->off, ncap * sizeof *no);
@@ -333,6 +378,7 @@ static bool tab_add(chat_esc_tab *t, const char *s, size_t n, size_t *idx) {
     if (t->orig.oom) return false;
     *idx = t->n++;
     t->off[t->n] = t->orig.n;
+    if (slot != SIZE_MAX) t->slots[slot] = (uint32_t)(*idx + 1);
     return true;
 }
 

@@ -27,9 +27,12 @@
  * nothing is escaped and rendering + tokenization are exactly what they were.
  *
  * Not covered (the template's own doing): request text placed strictly inside a
- * token the template composes ('<|' + message.role + '|>', Phi-3 style), and edits
- * in the middle of request text that join two pieces into a token (str.replace of a
- * substring between "<|im_" and "end|>").
+ * token the template composes ('<|' + message.role + '|>', Phi-3 style), and templates
+ * that rearrange request text so that pieces which were apart meet: str.replace of a
+ * substring between "<|im_" and "end|>" (SmolLM3 removes "/think" from the system
+ * prompt this way), slices of one string put back together, reversal, strides, or a
+ * slice that cuts off a string's end mark right before template text completing the
+ * token.
  *
  * Threads: a chat_esc is immutable after chat_esc_create (any thread); a chat_esc_tab
  * belongs to one render. */
@@ -55,10 +58,12 @@ void chat_esc_destroy(chat_esc *e); /* NULL is fine */
 
 /* The pieces escaped during one render. Zero-initialise; free with chat_esc_tab_free. */
 typedef struct chat_esc_tab {
-    sbuf orig;      /* the original bytes of every escaped piece, back to back */
-    size_t *off;    /* [n + 1]: piece i is orig.p[off[i] .. off[i + 1]) */
+    sbuf orig;       /* the original bytes of every escaped piece, back to back */
+    size_t *off;     /* [n + 1]: piece i is orig.p[off[i] .. off[i + 1]) */
     size_t n, cap;
-    size_t n_marks; /* empty escapes written */
+    size_t n_marks;  /* empty escapes written */
+    uint32_t *slots; /* [n_slots] piece index + 1 by hash of its bytes (0: empty) */
+    size_t n_slots;
 } chat_esc_tab;
 
 void chat_esc_tab_free(chat_esc_tab *t);

@@ -3,6 +3,7 @@
 # tests/fuzz/corpus-run/ (gitignored) with the first 64 KiB of every shared GGUF and
 # two tiny valid files written here, and fuzz for SECONDS. Exits non-zero on a crash,
 # leak, timeout or sanitizer report (the reproducer lands in BUILD_DIR/fuzz_gguf-*).
+# Then fuzz_chat (the chat path) for FUZZ_CHAT_SECONDS (default 20), corpus in BUILD_DIR.
 # CI: tests/fuzz/run_fuzz.sh build-fuzz 60
 set -euo pipefail
 
@@ -86,4 +87,27 @@ if [ "$rc" -ne 0 ]; then
     tail -n 40 "$log" >&2
     exit "$rc"
 fi
+# ---- fuzz_chat: the chat template + tokenize path, FUZZ_CHAT_SECONDS (default 20) --------
+chat_secs=${FUZZ_CHAT_SECONDS:-20}
+cmake --build "$build" --target fuzz_chat
+chat_corpus=$build/fuzz-chat-corpus
+mkdir -p "$chat_corpus"
+# seeds: a few byte patterns (the target builds a conversation out of any bytes)
+printf '\x00\x00\x0b\x04\x01\x03\x10\x11\x12\x13' >"$chat_corpus/seed-short"
+printf '\x04\x04\x03\x05\xa1\x05\x30\x31\x40\x41\x50\x22\x23\x24\x25\x26\x27\x28' >"$chat_corpus/seed-phi3"
+seq 1 200 | tr -d '\n' >"$chat_corpus/seed-digits"
+echo "run_fuzz: fuzz_chat for $chat_secs s"
+chat_log=$build/fuzz_chat.log
+set +e
+"$build/fuzz_chat" -max_total_time="$chat_secs" -max_len=4096 -rss_limit_mb=2048 -timeout=20 \
+    -print_final_stats=1 -artifact_prefix="$build/fuzz_chat-" "$chat_corpus" 2>&1 | tee "$chat_log" |
+    grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|Done |==[0-9]+==ERROR|fuzz_chat:|SUMMARY|stat::number_of_executed_units)'
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -ne 0 ]; then
+    echo "run_fuzz: fuzz_chat failed (exit $rc); full log in $chat_log" >&2
+    tail -n 40 "$chat_log" >&2
+    exit "$rc"
+fi
+
 echo "run_fuzz: ok"
