@@ -40,7 +40,7 @@ endif()
 if(INFERD_CC_HAS_LIBFUZZER)
   file(GLOB _fuzz_chat_tok CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/tokenizer/*.c)
   add_executable(fuzz_chat
-    ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_chat.c ${_fuzz_chat_tok}
+    ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_chat.c ${CMAKE_SOURCE_DIR}/tests/unit/stub_sampling.c ${_fuzz_chat_tok}
     ${CMAKE_SOURCE_DIR}/src/server/chat.c ${CMAKE_SOURCE_DIR}/src/server/chat_escape.c
     ${CMAKE_SOURCE_DIR}/src/server/openai.c ${CMAKE_SOURCE_DIR}/src/server/buf.c
     ${CMAKE_SOURCE_DIR}/src/model/gguf.c ${CMAKE_SOURCE_DIR}/src/model/ggml_types.c

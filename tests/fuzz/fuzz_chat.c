@@ -31,11 +31,6 @@
 #include "tokenizer/tokenizer.h"
 #include "util/common.h"
 
-/* openai.c's one reference into the engine */
-void inferd_sampling_default(inferd_sampling *s) {
-    memset(s, 0, sizeof *s);
-}
-
 static const char *const VOCABS[] = {"phi-3", "llama-spm", "gpt-2", "deepseek-llm", "falcon", "mpt"};
 static const char *const SHARED[] = {"Qwen-Qwen2.5-7B-Instruct",
                                      "Qwen-Qwen3-0.6B",

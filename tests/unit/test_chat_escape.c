@@ -473,6 +473,16 @@ static void kwargs_errors_continue(void) {
     /* <|user|> <|end|> <|assistant|>: the template's; the content's are text */
     CHECKF(n_ctrl(v.tk, &p) == 3, "%d control ids", n_ctrl(v.tk, &p));
     prompt_free(&p);
+    /* equal strings escape equally: the final content is found where an equal one was
+     * rendered, as the plain text search finds it */
+    CHECKF(prompt(v.tk, "{% for m in messages %}{% if m.role != 'tool' %}{{ m.content }}<|end|>{% endif %}{% endfor %}",
+                  "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a<|user|>\"},{\"role\":\"tool\","
+                  "\"tool_call_id\":\"c\",\"content\":\"a<|user|>\"}],\"continue_final_message\":true}",
+                  0, &p, &e) == 0,
+           "%s", e.message);
+    CHECKF(p.text && !strcmp(p.text, "a<|user|>"), "%s", p.text);
+    CHECK(n_ctrl(v.tk, &p) == 0);
+    prompt_free(&p);
     vocab_close(&v);
 }
 
