@@ -23,7 +23,9 @@
 #include "../util/common.h"
 #include "cli.h"
 
-#define USAGE "usage: -m FILE [--bos] [--special] (TEXT | -f TEXTFILE...) | -m FILE --chat REQUEST.json [-t FILE.jinja] [--bos]"
+#define USAGE                                                                                          \
+    "usage: -m FILE [--bos] [--special] (TEXT | -f TEXTFILE...)\n"                                       \
+    "       -m FILE --chat REQUEST.json [-t FILE.jinja] [--bos]"
 
 /* --chat: one request through chat_prompt. Returns the exit status. */
 static int chat_tokens(const gguf_file *f, const tokenizer *t, const char *req_path, const char *tmpl_path,

@@ -272,7 +272,8 @@ static int render_escaped(const chat_ctx *c, const oai_request *r, chat_esc_tab 
         chat_esc_unescape(c->esc, tab, err, strlen(err), &msg);
         const char *m = msg.oom ? err : sbuf_cstr(&msg);
         if (rc == IFD_ERR_LIMIT)
-            api_fail(e, 400, "chat_template_limit", "messages", "rendering the chat template exceeded its limits: %s", m);
+            api_fail(e, 400, "chat_template_limit", "messages",
+                     "rendering the chat template exceeded its limits: %s", m);
         else
             api_fail(e, 400, "chat_template_error", r->chat_template ? "chat_template" : "messages", "%s",
                      m[0] ? m : "chat template error");
