@@ -1,10 +1,13 @@
 /* chat.c — chat templating for the server and tool-call parsing. Built once on the
- * main thread; renders and parses run on the HTTP threads (no shared mutable state). */
+ * main thread; renders and parses run on the HTTP threads (no shared mutable state).
+ * Request data is escaped before rendering (chat_escape.h), so the prompt's control
+ * tokens are the template's own. */
 #include "chat.h"
 
 #include <ctype.h>
 #include <string.h>
 
+#include "chat_escape.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/common.h"
@@ -35,6 +38,8 @@ struct chat_ctx {
     chat_limits lim;
     int32_t stop_ids[8];
     int n_stop_ids;
+    const tokenizer *tk; /* borrowed: outlives the chat_ctx */
+    chat_esc *esc;       /* the vocabulary's control-token texts */
 };
 
 static char *dup_token_text(const tokenizer *tk, int32_t id) {
@@ -44,33 +49,49 @@ static char *dup_token_text(const tokenizer *tk, int32_t id) {
 
 int chat_create(chat_ctx **out, const model *m, const char *template_src, const chat_limits *lim,
                 char *err, size_t err_bytes) {
+    return chat_create_vocab(out, m->tok, m->chat_template, template_src, lim, err, err_bytes);
+}
+
+int chat_create_vocab(chat_ctx **out, const tokenizer *tk, const char *model_template, const char *template_src,
+                      const chat_limits *lim, char *err, size_t err_bytes) {
+    *out = NULL;
     chat_ctx *c = calloc(1, sizeof *c);
     if (!c) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "out of memory");
     c->lim = *lim;
+    c->tk = tk;
     const char *src = template_src;
     c->origin = "file";
     if (!src) {
-        src = m->chat_template;
+        src = model_template;
         c->origin = src ? "model" : "chatml";
     }
     if (!src) src = CHATML;
-    c->bos = dup_token_text(m->tok, tok_bos(m->tok));
-    c->eos = dup_token_text(m->tok, tok_eos(m->tok));
+    c->bos = dup_token_text(tk, tok_bos(tk));
+    c->eos = dup_token_text(tk, tok_eos(tk));
+    if (!c->bos || !c->eos) {
+        chat_destroy(c);
+        return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "out of memory");
+    }
     /* end-of-turn tokens of the common chat formats, when the vocabulary has them */
     static const char *const EOT[] = {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>",
                                        "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>"};
     for (size_t i = 0; i < IFD_ARRAY_LEN(EOT) && c->n_stop_ids < 8; i++) {
-        int32_t id = tok_find(m->tok, EOT[i], strlen(EOT[i]));
-        if (id >= 0 && tok_get_type(m->tok, id) == TOK_TYPE_CONTROL) c->stop_ids[c->n_stop_ids++] = id;
+        int32_t id = tok_find(tk, EOT[i], strlen(EOT[i]));
+        if (id >= 0 && tok_get_type(tk, id) == TOK_TYPE_CONTROL) c->stop_ids[c->n_stop_ids++] = id;
+    }
+    int rc = chat_esc_create(&c->esc, tk, err, err_bytes);
+    if (rc) {
+        chat_destroy(c);
+        return rc;
     }
 #if HAVE_CHAT_TEMPLATE
-    int rc = chat_template_create(&c->t, src, strlen(src), err, err_bytes);
+    rc = chat_template_create(&c->t, src, strlen(src), err, err_bytes);
     if (rc) {
         chat_destroy(c);
         return rc;
     }
 #else
-    if (template_src || m->chat_template) c->origin = "chatml (no template interpreter in this build)";
+    if (template_src || model_template) c->origin = "chatml (no template interpreter in this build)";
 #endif
     *out = c;
     return 0;
@@ -81,6 +102,7 @@ void chat_destroy(chat_ctx *c) {
 #if HAVE_CHAT_TEMPLATE
     chat_template_destroy(c->t);
 #endif
+    chat_esc_destroy(c->esc);
     free(c->bos);
     free(c->eos);
     free(c);
@@ -138,20 +160,29 @@ static void normalize_tool_calls(cJSON *msg) {
     }
 }
 
-static cJSON *build_context(const chat_ctx *c, const oai_request *r) {
+/* The template context of r. Every piece of request data in it (messages, tools,
+ * chat_template_kwargs: keys and strings) is escaped into tab; add_generation_prompt,
+ * bos_token and eos_token are the server's and stay as they are. */
+static cJSON *build_context(const chat_ctx *c, const oai_request *r, chat_esc_tab *tab) {
+    sbuf key = {0};
     cJSON *ctx = cJSON_CreateObject();
     cJSON *msgs = cJSON_Duplicate(r->messages, true);
-    if (!ctx || !msgs) goto fail;
+    if (!ctx || !msgs) {
+        cJSON_Delete(msgs);
+        goto fail;
+    }
     cJSON_AddItemToObject(ctx, "messages", msgs);
     cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
         if (normalize_content(m)) goto fail;
         normalize_tool_calls(m);
     }
+    if (chat_esc_json(c->esc, msgs, tab)) goto fail; /* after normalizing: the text the template sees */
     if (r->tools) {
         cJSON *t = cJSON_Duplicate(r->tools, true);
         if (!t) goto fail;
         cJSON_AddItemToObject(ctx, "tools", t);
+        if (chat_esc_json(c->esc, t, tab)) goto fail;
     }
     if (!cJSON_AddBoolToObject(ctx, "add_generation_prompt", r->add_generation_prompt) ||
         !cJSON_AddStringToObject(ctx, "bos_token", c->bos) ||
@@ -160,12 +191,19 @@ static cJSON *build_context(const chat_ctx *c, const oai_request *r) {
     const cJSON *kw;
     cJSON_ArrayForEach(kw, r->chat_template_kwargs) {
         if (cJSON_GetObjectItemCaseSensitive(ctx, kw->string)) continue; /* never override the above */
+        sbuf_reset(&key);
+        chat_esc_str(c->esc, kw->string, strlen(kw->string), tab, &key);
         cJSON *d = cJSON_Duplicate(kw, true);
-        if (!d) goto fail;
-        cJSON_AddItemToObject(ctx, kw->string, d);
+        if (!d || key.oom || chat_esc_json(c->esc, d, tab)) {
+            cJSON_Delete(d);
+            goto fail;
+        }
+        cJSON_AddItemToObject(ctx, sbuf_cstr(&key), d);
     }
+    sbuf_free(&key);
     return ctx;
 fail:
+    sbuf_free(&key);
     cJSON_Delete(ctx);
     return NULL;
 }
@@ -195,13 +233,18 @@ static int render_chatml(const cJSON *ctx, char **text, size_t *n) {
 }
 #endif
 
-int chat_render(const chat_ctx *c, const oai_request *r, char **text, size_t *text_bytes,
-                api_error *e) {
-    cJSON *ctx = build_context(c, r);
+/* Render r into *raw with its request data escaped (tab). Errors as chat_prompt's;
+ * a template's message that quotes request data is unescaped first. */
+static int render_escaped(const chat_ctx *c, const oai_request *r, chat_esc_tab *tab, char **raw, size_t *raw_n,
+                          api_error *e) {
+    *raw = NULL;
+    cJSON *ctx = build_context(c, r, tab);
     if (!ctx) return api_fail(e, 500, NULL, NULL, "out of memory");
     char err[512] = "";
     int rc;
 #if HAVE_CHAT_TEMPLATE
+    /* A request's own template (only with --allow-request-chat-template) is trusted
+     * like the operator's: its literals may write control tokens. */
     chat_template *own = NULL;
     const chat_template *t = c->t;
     if (r->chat_template) {
@@ -215,34 +258,102 @@ int chat_render(const chat_ctx *c, const oai_request *r, char **text, size_t *te
     }
     chat_template_limits lim = {.max_seconds = c->lim.max_seconds,
                                 .max_output_bytes = c->lim.max_output_bytes};
-    rc = chat_template_render(t, ctx, &lim, text, text_bytes, err, sizeof err);
+    rc = chat_template_render(t, ctx, &lim, raw, raw_n, err, sizeof err);
     chat_template_destroy(own);
 #else
-    rc = render_chatml(ctx, text, text_bytes) ? IFD_ERR_NOMEM : 0;
+    rc = render_chatml(ctx, raw, raw_n) ? IFD_ERR_NOMEM : 0;
 #endif
-    cJSON_Delete(ctx);
-    if (rc == IFD_ERR_NOMEM) return api_fail(e, 500, NULL, NULL, "out of memory");
-    if (rc == IFD_ERR_LIMIT)
-        return api_fail(e, 400, "chat_template_limit", "messages",
-                        "rendering the chat template exceeded its limits: %s", err);
-    if (rc)
-        return api_fail(e, 400, "chat_template_error", r->chat_template ? "chat_template" : "messages", "%s",
-                        err[0] ? err : "chat template error");
+    if (rc) {
+        cJSON_Delete(ctx);
+        free(*raw);
+        *raw = NULL;
+        if (rc == IFD_ERR_NOMEM) return api_fail(e, 500, NULL, NULL, "out of memory");
+        sbuf msg = {0}; /* raise_exception('... ' + message.role) quotes escaped data */
+        chat_esc_unescape(c->esc, tab, err, strlen(err), &msg);
+        const char *m = msg.oom ? err : sbuf_cstr(&msg);
+        if (rc == IFD_ERR_LIMIT)
+            api_fail(e, 400, "chat_template_limit", "messages",
+                     "rendering the chat template exceeded its limits: %s", m);
+        else
+            api_fail(e, 400, "chat_template_error", r->chat_template ? "chat_template" : "messages", "%s",
+                     m[0] ? m : "chat template error");
+        sbuf_free(&msg);
+        return -1;
+    }
     if (r->continue_final_message) {
-        /* cut what the template appended after the final message (end-of-turn) */
+        /* cut what the template appended after the final message (end-of-turn); the
+         * rendered text holds the content as escaped in the context */
         const cJSON *last = cJSON_GetArrayItem(r->messages, cJSON_GetArraySize(r->messages) - 1);
+        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(ctx, "messages");
+        const cJSON *elast = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(last, "content");
-        if (cJSON_IsString(content) && content->valuestring[0]) {
-            size_t k = strlen(content->valuestring);
-            for (size_t i = *text_bytes >= k ? *text_bytes - k + 1 : 0; i-- > 0;)
-                if (!memcmp(*text + i, content->valuestring, k)) {
-                    *text_bytes = i + k;
-                    (*text)[*text_bytes] = 0;
+        const cJSON *econtent = cJSON_GetObjectItemCaseSensitive(elast, "content");
+        if (cJSON_IsString(content) && content->valuestring[0] && cJSON_IsString(econtent)) {
+            size_t k = strlen(econtent->valuestring);
+            for (size_t i = *raw_n >= k ? *raw_n - k + 1 : 0; i-- > 0;)
+                if (!memcmp(*raw + i, econtent->valuestring, k)) {
+                    *raw_n = i + k;
+                    (*raw)[*raw_n] = 0;
                     break;
                 }
         }
     }
+    cJSON_Delete(ctx);
     return 0;
+}
+
+int chat_prompt(const chat_ctx *c, const oai_request *r, unsigned tok_flags, oai_prompt *p, api_error *e) {
+    chat_esc_tab tab = {0};
+    char *raw = NULL;
+    size_t raw_n = 0;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int rc = -1;
+    memset(p, 0, sizeof *p);
+    if (render_escaped(c, r, &tab, &raw, &raw_n, e)) goto done;
+    if (chat_esc_encode(c->esc, &tab, c->tk, raw, raw_n, tok_flags, &ids, &n_ids)) {
+        api_fail(e, 500, NULL, NULL, "tokenization failed");
+        goto done;
+    }
+    /* a template that writes bos_token itself, plus the tokenizer's BOS: keep one */
+    int32_t bos = tok_bos(c->tk);
+    if ((tok_flags & TOK_ENC_ADD_BOS) && n_ids >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos) {
+        memmove(ids, ids + 1, (n_ids - 1) * sizeof *ids);
+        n_ids--;
+    }
+    if (n_ids > INT32_MAX / 2) {
+        api_fail(e, 400, "context_length_exceeded", "messages", "the prompt is too long");
+        goto done;
+    }
+    /* the prompt as the template wrote it, request data unescaped (echo, logs) */
+    if (chat_esc_tab_empty(&tab)) {
+        p->text = raw;
+        p->text_bytes = raw_n;
+        raw = NULL;
+    } else {
+        sbuf b = {0};
+        chat_esc_unescape(c->esc, &tab, raw, raw_n, &b);
+        sbuf_cstr(&b);
+        if (b.oom) {
+            sbuf_free(&b);
+            api_fail(e, 500, NULL, NULL, "out of memory");
+            goto done;
+        }
+        p->text = sbuf_take(&b, &p->text_bytes);
+        if (!p->text) {
+            api_fail(e, 500, NULL, NULL, "out of memory");
+            goto done;
+        }
+    }
+    p->ids = ids;
+    p->n_ids = (int32_t)n_ids;
+    ids = NULL;
+    rc = 0;
+done:
+    free(ids);
+    free(raw);
+    chat_esc_tab_free(&tab);
+    return rc;
 }
 
 /* ---- tool calls --------------------------------------------------------------------- */

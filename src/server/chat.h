@@ -14,6 +14,7 @@
 #include "openai.h"
 
 struct model;
+struct tokenizer;
 typedef struct chat_ctx chat_ctx;
 
 typedef struct chat_limits {
@@ -22,16 +23,25 @@ typedef struct chat_limits {
 } chat_limits;
 
 /* template_src: the operator's template text, or NULL for the model's (ChatML when the
- * model has none). */
+ * model has none). The model (its tokenizer) must outlive the chat_ctx. */
 int chat_create(chat_ctx **out, const struct model *m, const char *template_src,
                 const chat_limits *lim, char *err, size_t err_bytes);
+/* The same from a vocabulary alone (tk outlives the chat_ctx) and the model's template
+ * (tokenizer.chat_template, or NULL): for tools and tests without weights. */
+int chat_create_vocab(chat_ctx **out, const struct tokenizer *tk, const char *model_template,
+                      const char *template_src, const chat_limits *lim, char *err, size_t err_bytes);
 void chat_destroy(chat_ctx *c);
 const char *chat_template_origin(const chat_ctx *c); /* "file", "model", "chatml" */
 
-/* Render r's messages (and tools) into *text (malloc'ed). 400 with the template's
- * message when the template raises; 500 for internal faults. */
-int chat_render(const chat_ctx *c, const oai_request *r, char **text, size_t *text_bytes,
-                api_error *e);
+/* The prompt of a chat request: r's messages (tools, kwargs) rendered with the
+ * template and tokenized, into p->ids / p->n_ids and p->text / p->text_bytes (the
+ * rendered text, for echo and logs; all malloc'ed, p is overwritten). tok_flags:
+ * TOK_ENC_ADD_BOS (a BOS the template also wrote is kept once) / TOK_ENC_ADD_EOS.
+ * Control tokens come only from the template's own text (its literals, bos_token,
+ * eos_token), never from request data: text in messages, tools or kwargs that spells
+ * one is tokenized as plain text (chat_escape.h). 400 with the template's message when
+ * it raises, or when the prompt is absurdly long; 500 for internal faults. */
+int chat_prompt(const chat_ctx *c, const oai_request *r, unsigned tok_flags, oai_prompt *p, api_error *e);
 
 /* Token ids that end an assistant turn in this model's chat format (e.g. <|im_end|>,
  * <|eot_id|>): added to the request's stop_token_ids. Returns the count (<= cap). */

@@ -24,21 +24,18 @@ const char *gen_finish_str(inferd_finish_reason f) {
 
 /* ---- preparation (HTTP thread) --------------------------------------------------- */
 
-static int tokenize(server *s, const char *text, size_t n, bool chat, oai_prompt *p, api_error *e) {
+static int tokenize(server *s, const char *text, size_t n, oai_prompt *p, api_error *e) {
     const tokenizer *tk = s->model->tok;
     int32_t *ids = NULL;
     size_t n_ids = 0;
+    /* A completions prompt is the client's own text: control tokens in it are parsed,
+     * as llama.cpp and vLLM do. Chat prompts go through chat_prompt instead, where
+     * request data never yields control tokens. */
     if (tok_encode(tk, text, n, TOK_ENC_ADD_BOS | TOK_ENC_PARSE_SPECIAL, &ids, &n_ids))
         return api_fail(e, 500, NULL, NULL, "tokenization failed");
-    /* a template that writes bos_token itself, plus the tokenizer's BOS: keep one */
-    int32_t bos = tok_bos(tk);
-    if (chat && n_ids >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos) {
-        memmove(ids, ids + 1, (n_ids - 1) * sizeof *ids);
-        n_ids--;
-    }
     if (n_ids > INT32_MAX / 2) {
         free(ids);
-        return api_fail(e, 400, "context_length_exceeded", chat ? "messages" : "prompt", "the prompt is too long");
+        return api_fail(e, 400, "context_length_exceeded", "prompt", "the prompt is too long");
     }
     p->ids = ids;
     p->n_ids = (int32_t)n_ids;
@@ -53,11 +50,10 @@ static int add_prompt(oai_request *r, api_error *e) {
     return 0;
 }
 
-static int prompt_from_text(server *s, oai_request *r, const char *text, size_t n, bool chat,
-                            api_error *e) {
+static int prompt_from_text(server *s, oai_request *r, const char *text, size_t n, api_error *e) {
     if (add_prompt(r, e)) return -1;
     oai_prompt *p = &r->prompts[r->n_prompts - 1];
-    if (tokenize(s, text, n, chat, p, e)) return -1;
+    if (tokenize(s, text, n, p, e)) return -1;
     p->text = malloc(n + 1);
     if (!p->text) return api_fail(e, 500, NULL, NULL, "out of memory");
     memcpy(p->text, text, n);
@@ -77,20 +73,17 @@ static int prompt_from_ids(server *s, oai_request *r, const cJSON *arr, api_erro
 
 int gen_prepare(server *s, oai_request *r, api_error *e) {
     if (r->kind == OAI_CHAT) {
-        char *text = NULL;
-        size_t n = 0;
-        if (chat_render(s->chat, r, &text, &n, e)) return -1;
-        int rc = prompt_from_text(s, r, text, n, true, e);
-        free(text);
-        if (rc) return -1;
+        /* render + tokenize: control tokens only from the template's own text */
+        if (add_prompt(r, e) || chat_prompt(s->chat, r, TOK_ENC_ADD_BOS, &r->prompts[r->n_prompts - 1], e))
+            return -1;
     } else if (cJSON_IsString(r->prompt)) {
-        if (prompt_from_text(s, r, r->prompt->valuestring, strlen(r->prompt->valuestring), false, e)) return -1;
+        if (prompt_from_text(s, r, r->prompt->valuestring, strlen(r->prompt->valuestring), e)) return -1;
     } else if (cJSON_IsNumber(cJSON_GetArrayItem(r->prompt, 0))) {
         if (prompt_from_ids(s, r, r->prompt, e)) return -1;
     } else {
         const cJSON *it;
         cJSON_ArrayForEach(it, r->prompt) {
-            int rc = cJSON_IsString(it) ? prompt_from_text(s, r, it->valuestring, strlen(it->valuestring), false, e)
+            int rc = cJSON_IsString(it) ? prompt_from_text(s, r, it->valuestring, strlen(it->valuestring), e)
                                         : prompt_from_ids(s, r, it, e);
             if (rc) return -1;
         }

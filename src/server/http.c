@@ -320,6 +320,11 @@ static int ep_model(http_req *hr) {
     return http_errorf(hr, 404, "model_not_found", "model", "The model does not exist.");
 }
 
+/* add_special_tokens (default true) -> the BOS the vocabulary asks for */
+static unsigned tok_flags(const cJSON *special) {
+    return !special || cJSON_IsNull(special) || cJSON_IsTrue(special) ? TOK_ENC_ADD_BOS : 0;
+}
+
 static int ep_tokenize(http_req *hr) {
     server *s = hr->s;
     api_error e;
@@ -356,10 +361,13 @@ static int ep_tokenize(http_req *hr) {
         oai_limits lim = {.max_n = 1, .max_top_logprobs = 0, .max_stop = 0, .max_logit_bias = 0,
                           .max_prompts = 1, .n_vocab = s->n_vocab,
                           .allow_request_chat_template = s->cfg.allow_request_chat_template};
-        char *copy = cJSON_PrintUnformatted(root);
-        int rc = copy ? oai_parse(&r, OAI_CHAT, copy, strlen(copy), &lim, &e) : api_fail(&e, 500, NULL, NULL, "out of memory");
-        free(copy);
-        if (!rc) rc = chat_render(s->chat, &r, &text, &n, &e);
+        int rc = oai_parse(&r, OAI_CHAT, hr->body, hr->body_n, &lim, &e); /* the body itself: exact numbers */
+        oai_prompt p = {0}; /* the same render + tokenize as generation */
+        if (!rc) rc = chat_prompt(s->chat, &r, tok_flags(special), &p, &e);
+        ids = p.ids;
+        n_ids = (size_t)p.n_ids;
+        text = p.text;
+        n = p.text_bytes;
         oai_request_free(&r);
         if (rc) {
             ret = http_error(hr, &e);
@@ -373,9 +381,9 @@ static int ep_tokenize(http_req *hr) {
                           "'prompt' (a string) or 'messages' is required");
         goto done;
     }
-    unsigned flags = TOK_ENC_PARSE_SPECIAL;
-    if (!special || cJSON_IsNull(special) || cJSON_IsTrue(special)) flags |= TOK_ENC_ADD_BOS;
-    if (!text || tok_encode(s->model->tok, text, n, flags, &ids, &n_ids)) {
+    /* a plain prompt is the client's own text: control tokens in it are parsed (as
+     * llama.cpp and vLLM do) */
+    if (!chat && (!text || tok_encode(s->model->tok, text, n, tok_flags(special) | TOK_ENC_PARSE_SPECIAL, &ids, &n_ids))) {
         ret = http_errorf(hr, 500, NULL, NULL, "tokenization failed");
         goto done;
     }

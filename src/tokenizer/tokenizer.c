@@ -403,10 +403,37 @@ static int spm_fragment(const tokenizer *t, const char *s, size_t n, bool prefix
     return rc;
 }
 
+/* The ids of the fragments of text, in order: special tokens as they are, raw text
+ * through the SPM or BPE encoder. *prev_special carries llama.cpp's is_prev_special
+ * across calls (SPM: a raw fragment right after a special token, or first, gets the
+ * space prefix). */
+static int encode_frags(const tokenizer *t, const char *text, const frag_list *frags, bool *prev_special,
+                        tok_ids *out) {
+    int rc = IFD_OK;
+    for (size_t i = 0; i < frags->n && !rc; i++) {
+        const frag *fr = &frags->v[i];
+        if (fr->id >= 0) {
+            rc = tok_ids_push(out, fr->id);
+            *prev_special = true;
+        } else if (t->kind == TOK_KIND_SPM) {
+            rc = spm_fragment(t, text + fr->off, fr->len, t->add_space_prefix && *prev_special, out);
+            *prev_special = false;
+        } else {
+            rc = bpe_encode(t, text + fr->off, fr->len, out);
+        }
+    }
+    return rc;
+}
+
 int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, int32_t **ids, size_t *n_ids) {
+    return tok_encode_mapped(t, text, n, flags, NULL, NULL, ids, n_ids);
+}
+
+int tok_encode_mapped(const tokenizer *t, const char *text, size_t n, unsigned flags, tok_map_fn map,
+                      void *map_ctx, int32_t **ids, size_t *n_ids) {
     int rc;
     tok_ids out = {0};
-    frag_list frags = {0};
+    frag_list frags = {0}, sub = {0};
     *ids = NULL;
     *n_ids = 0;
     if (!t || (!text && n)) return IFD_ERR_INVALID;
@@ -417,23 +444,36 @@ int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, i
     if ((rc = partition(t, text, n, (flags & TOK_ENC_PARSE_SPECIAL) != 0, &frags))) goto fail;
 
     bool prev_special = true; /* SPM: the first text fragment gets the space prefix */
-    for (size_t i = 0; i < frags.n; i++) {
-        const frag *fr = &frags.v[i];
-        if (fr->id >= 0) {
-            rc = tok_ids_push(&out, fr->id);
-            prev_special = true;
-        } else if (t->kind == TOK_KIND_SPM) {
-            rc = spm_fragment(t, text + fr->off, fr->len, t->add_space_prefix && prev_special, &out);
-            prev_special = false;
-        } else {
-            rc = bpe_encode(t, text + fr->off, fr->len, &out);
+    if (!map) {
+        if ((rc = encode_frags(t, text, &frags, &prev_special, &out))) goto fail;
+    } else {
+        /* each raw fragment becomes map's text, split again at user-defined tokens only:
+         * what tok_encode without TOK_ENC_PARSE_SPECIAL does with it */
+        for (size_t i = 0; i < frags.n; i++) {
+            const frag *fr = &frags.v[i];
+            if (fr->id >= 0) {
+                if ((rc = tok_ids_push(&out, fr->id))) goto fail;
+                prev_special = true;
+                continue;
+            }
+            const char *s = NULL;
+            size_t sn = 0;
+            if ((rc = map(map_ctx, text + fr->off, fr->len, &s, &sn))) goto fail;
+            if (sn == 0) continue; /* mapped to nothing: as if the fragment were not there */
+            if (sn > TOK_MAX_INPUT_BYTES) {
+                rc = IFD_ERR_LIMIT;
+                goto fail;
+            }
+            sub.n = 0;
+            if ((rc = partition(t, s, sn, false, &sub)) || (rc = encode_frags(t, s, &sub, &prev_special, &out)))
+                goto fail;
         }
-        if (rc) goto fail;
     }
     if ((flags & TOK_ENC_ADD_EOS) && t->add_eos && t->eos >= 0 && (rc = tok_ids_push(&out, t->eos)))
         goto fail;
 
     free(frags.v);
+    free(sub.v);
     if (!out.v) out.v = malloc(sizeof(int32_t)); /* a valid pointer even for no ids */
     if (!out.v) return IFD_ERR_NOMEM;
     *ids = out.v;
@@ -442,6 +482,7 @@ int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, i
 
 fail:
     free(frags.v);
+    free(sub.v);
     free(out.v);
     return rc;
 }
@@ -483,6 +524,11 @@ tok_type tok_get_type(const tokenizer *t, int32_t id) {
 const char *tok_text(const tokenizer *t, int32_t id) {
     if (id < 0 || id >= t->n_vocab) return "";
     return tok_entry_text(t, id);
+}
+
+size_t tok_text_len(const tokenizer *t, int32_t id) {
+    if (id < 0 || id >= t->n_vocab) return 0;
+    return t->tok[id].len;
 }
 
 int32_t tok_find(const tokenizer *t, const char *text, size_t n) {

@@ -59,6 +59,19 @@ void tok_destroy(tokenizer *t); /* accepts NULL */
  * llama.cpp's add_special (ADD_BOS | ADD_EOS) and parse_special. */
 int tok_encode(const tokenizer *t, const char *text, size_t n, unsigned flags, int32_t **ids, size_t *n_ids);
 
+/* tok_encode for text in which only some stretches may yield special tokens (a chat
+ * prompt rendered from escaped request data, see src/server/chat_escape.h). The
+ * special-token partition runs over text as tok_encode's does (control tokens too when
+ * flags has TOK_ENC_PARSE_SPECIAL); then every raw fragment left between the matched
+ * tokens is passed to map, and the text map returns (*out, *out_n bytes, owned by map
+ * and valid until its next call; may be s itself) is encoded as tok_encode without
+ * TOK_ENC_PARSE_SPECIAL would encode it: user-defined tokens are split out, control
+ * tokens never. An empty result drops the fragment. map == NULL: exactly tok_encode.
+ * A non-zero status from map is returned as is. */
+typedef int (*tok_map_fn)(void *ctx, const char *s, size_t n, const char **out, size_t *out_n);
+int tok_encode_mapped(const tokenizer *t, const char *text, size_t n, unsigned flags, tok_map_fn map,
+                      void *map_ctx, int32_t **ids, size_t *n_ids);
+
 tok_kind tok_get_kind(const tokenizer *t);
 int32_t tok_n_vocab(const tokenizer *t);
 int32_t tok_bos(const tokenizer *t); /* -1 when none */
@@ -70,6 +83,7 @@ bool tok_is_eog(const tokenizer *t, int32_t id); /* EOS, EOT, EOM and similar en
 tok_type tok_get_type(const tokenizer *t, int32_t id);
 /* The vocabulary string of a token exactly as stored (e.g. "▁the", "Ġthe", "<0x0A>"). */
 const char *tok_text(const tokenizer *t, int32_t id);
+size_t tok_text_len(const tokenizer *t, int32_t id); /* bytes of tok_text (it may hold NULs) */
 /* Find a token by its exact vocabulary string; -1 if absent. */
 int32_t tok_find(const tokenizer *t, const char *text, size_t n);
 

@@ -56,3 +56,52 @@ if(INFERD_CC_HAS_LIBFUZZER)
 else()
   message(STATUS "inferd: fuzz_gguf and fuzz_openai not built (need clang with libFuzzer)")
 endif()
+
+# ---- fuzz_chat: chat request -> chat_prompt (render + tokenize) on the shared templates
+# and vocabularies; checks that no control id comes from request data. fuzz_chat_smoke
+# (label fuzz) runs it for 20 s; run_fuzz.sh runs it too.
+if(INFERD_CC_HAS_LIBFUZZER)
+  file(GLOB _fuzz_chat_tok CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/tokenizer/*.c)
+  add_executable(fuzz_chat
+    ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_chat.c ${CMAKE_SOURCE_DIR}/tests/unit/stub_sampling.c ${_fuzz_chat_tok}
+    ${CMAKE_SOURCE_DIR}/src/server/chat.c ${CMAKE_SOURCE_DIR}/src/server/chat_escape.c
+    ${CMAKE_SOURCE_DIR}/src/server/openai.c ${CMAKE_SOURCE_DIR}/src/server/json.c
+    ${CMAKE_SOURCE_DIR}/src/server/buf.c ${CMAKE_SOURCE_DIR}/src/model/gguf.c ${CMAKE_SOURCE_DIR}/src/model/ggml_types.c
+    ${CMAKE_SOURCE_DIR}/src/util/common.c ${CMAKE_SOURCE_DIR}/src/util/hash.c)
+  target_include_directories(fuzz_chat PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include
+    ${CJSON_INCLUDE_DIR})
+  target_compile_definitions(fuzz_chat PRIVATE INFERD_SHARED_DIR="${INFERD_SHARED_DIR}")
+  target_compile_options(fuzz_chat PRIVATE ${_fuzz} -O1 -g -fno-omit-frame-pointer)
+  target_link_options(fuzz_chat PRIVATE ${_fuzz})
+  target_link_libraries(fuzz_chat PRIVATE ${CJSON_LIBRARY} m)
+
+  set(_chat_corpus ${CMAKE_BINARY_DIR}/fuzz-chat-smoke-corpus)
+  file(MAKE_DIRECTORY ${_chat_corpus})
+  add_test(NAME fuzz_chat_smoke
+    COMMAND fuzz_chat -max_total_time=20 -max_len=4096 -rss_limit_mb=2048 -timeout=20
+            -artifact_prefix=${CMAKE_BINARY_DIR}/fuzz_chat- ${_chat_corpus})
+  set_tests_properties(fuzz_chat_smoke PROPERTIES LABELS fuzz TIMEOUT 180)
+else()
+  message(STATUS "inferd: fuzz_chat not built (needs clang with libFuzzer)")
+endif()
+
+# ---- fuzz_httpd: raw bytes over loopback to an in-process HTTP server (httpd.c) with a
+# stub application; checks every connection is freed and every request ended once.
+# fuzz_httpd_smoke (label fuzz) runs it for 20 s; run_fuzz.sh runs it too.
+if(INFERD_CC_HAS_LIBFUZZER)
+  add_executable(fuzz_httpd
+    ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_httpd.c ${CMAKE_SOURCE_DIR}/src/server/httpd.c
+    ${CMAKE_SOURCE_DIR}/src/server/buf.c ${CMAKE_SOURCE_DIR}/src/util/common.c)
+  target_include_directories(fuzz_httpd PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_compile_options(fuzz_httpd PRIVATE ${_fuzz} -O1 -g -fno-omit-frame-pointer)
+  target_link_options(fuzz_httpd PRIVATE ${_fuzz})
+  target_link_libraries(fuzz_httpd PRIVATE Threads::Threads)
+  set(_http_corpus ${CMAKE_BINARY_DIR}/fuzz-httpd-smoke-corpus)
+  file(MAKE_DIRECTORY ${_http_corpus})
+  add_test(NAME fuzz_httpd_smoke
+    COMMAND fuzz_httpd -max_total_time=20 -max_len=4096 -rss_limit_mb=2048 -timeout=20
+            -artifact_prefix=${CMAKE_BINARY_DIR}/fuzz_httpd- ${_http_corpus})
+  set_tests_properties(fuzz_httpd_smoke PROPERTIES LABELS fuzz TIMEOUT 180)
+else()
+  message(STATUS "inferd: fuzz_httpd not built (needs clang with libFuzzer)")
+endif()

@@ -1,37 +1,44 @@
 #!/usr/bin/env bash
 # run_fuzz.sh BUILD_DIR SECONDS [TARGET] — build the libFuzzer targets with clang in
-# BUILD_DIR and fuzz for SECONDS in all: fuzz_gguf two thirds of the time, fuzz_openai
-# (the request parser) one third; with TARGET (fuzz_gguf or fuzz_openai) that one
+# BUILD_DIR and fuzz for SECONDS in all: fuzz_gguf (the GGUF reader) 3/8 of the time,
+# fuzz_chat (chat request -> template -> tokenize) 1/4, fuzz_openai (the request
+# parser) and fuzz_httpd (raw bytes to the HTTP server) 3/16 each; with TARGET that one
 # alone, for all of it. fuzz_gguf's corpus, tests/fuzz/corpus-run/ (gitignored), is
 # seeded with the first 64 KiB of every shared GGUF and two tiny valid files written
 # here; fuzz_openai's, tests/fuzz/corpus-run-openai/, with tests/fuzz/openai_seeds.sh's
-# requests and tests/fuzz/openai.dict. Exits non-zero on a crash, leak, timeout,
-# sanitizer report or broken property (the reproducer lands in BUILD_DIR/<target>-*).
+# requests and tests/fuzz/openai.dict; fuzz_chat's and fuzz_httpd's (in BUILD_DIR) with
+# a few seeds written here. Exits non-zero on a crash, leak, timeout, sanitizer report
+# or broken property (the reproducer lands in BUILD_DIR/<target>-*).
 # CI: tests/fuzz/run_fuzz.sh build-fuzz 60
 set -euo pipefail
 
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
-    echo "usage: $0 BUILD_DIR SECONDS [fuzz_gguf|fuzz_openai]" >&2
+    echo "usage: $0 BUILD_DIR SECONDS [fuzz_gguf|fuzz_openai|fuzz_chat|fuzz_httpd]" >&2
     exit 2
 fi
 build=$1
 secs=$2
 only=${3:-}
 case "$only" in
-"" | fuzz_gguf | fuzz_openai) ;;
+"" | fuzz_gguf | fuzz_openai | fuzz_chat | fuzz_httpd) ;;
 *)
     echo "run_fuzz: unknown target $only" >&2
     exit 2
     ;;
 esac
-if [ -z "$only" ]; then
-    openai_secs=$((secs / 3))
-    gguf_secs=$((secs - openai_secs))
-elif [ "$only" = fuzz_gguf ]; then
-    gguf_secs=$secs openai_secs=0
-else
-    gguf_secs=0 openai_secs=$secs
-fi
+gguf_secs=0 openai_secs=0 chat_secs=0 httpd_secs=0
+case "$only" in
+"")
+    openai_secs=$((secs * 3 / 16))
+    httpd_secs=$((secs * 3 / 16))
+    chat_secs=$((secs / 4))
+    gguf_secs=$((secs - openai_secs - httpd_secs - chat_secs))
+    ;;
+fuzz_gguf) gguf_secs=$secs ;;
+fuzz_openai) openai_secs=$secs ;;
+fuzz_chat) chat_secs=$secs ;;
+fuzz_httpd) httpd_secs=$secs ;;
+esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 shared=$root/../shared
@@ -44,6 +51,8 @@ fi
 targets=()
 [ "$gguf_secs" -gt 0 ] && targets+=(fuzz_gguf)
 [ "$openai_secs" -gt 0 ] && targets+=(fuzz_openai)
+[ "$chat_secs" -gt 0 ] && targets+=(fuzz_chat)
+[ "$httpd_secs" -gt 0 ] && targets+=(fuzz_httpd)
 cmake --build "$build" --target "${targets[@]}"
 
 # fuzz TARGET SECONDS LIBFUZZER-ARGS...: run one target, print its summary lines.
@@ -54,7 +63,7 @@ fuzz() {
     set +e
     "$build/$target" -max_total_time="$t" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$build/$target-" "$@" 2>&1 | tee "$log" |
-        grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|Done |==[0-9]+==ERROR|SUMMARY|stat::number_of_executed_units)'
+        grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|Done |==[0-9]+==ERROR|fuzz_[a-z]+:|SUMMARY|stat::number_of_executed_units)'
     rc=${PIPESTATUS[0]}
     set -e
     if [ "$rc" -ne 0 ]; then
@@ -68,6 +77,25 @@ if [ "$openai_secs" -gt 0 ]; then
     ocorpus=tests/fuzz/corpus-run-openai
     bash tests/fuzz/openai_seeds.sh "$ocorpus"
     fuzz fuzz_openai "$openai_secs" -max_len=16384 -dict=tests/fuzz/openai.dict "$ocorpus"
+fi
+if [ "$chat_secs" -gt 0 ]; then
+    chat_corpus=$build/fuzz-chat-corpus
+    mkdir -p "$chat_corpus"
+    # the target builds a conversation out of any bytes: a few byte patterns
+    printf '\x00\x00\x0b\x04\x01\x03\x10\x11\x12\x13' >"$chat_corpus/seed-short"
+    printf '\x04\x04\x03\x05\xa1\x05\x30\x31\x40\x41\x50\x22\x23\x24\x25\x26\x27\x28' >"$chat_corpus/seed-phi3"
+    seq 1 200 | tr -d '\n' >"$chat_corpus/seed-digits"
+    fuzz fuzz_chat "$chat_secs" -max_len=4096 -timeout=20 "$chat_corpus"
+fi
+if [ "$httpd_secs" -gt 0 ]; then
+    hcorpus=$build/fuzz-httpd-corpus
+    mkdir -p "$hcorpus"
+    # the first byte of an input is where it is split into two writes
+    printf '\x10GET /health HTTP/1.1\r\nHost: x\r\n\r\n' >"$hcorpus/seed-get"
+    printf '\x05POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc' >"$hcorpus/seed-post"
+    printf '\x30POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n' >"$hcorpus/seed-chunked"
+    printf '\x00GET /stream HTTP/1.1\r\n\r\nGET /x HTTP/1.0\r\nX-Deny: 1\r\nExpect: 100-continue\r\n\r\n' >"$hcorpus/seed-pipe"
+    fuzz fuzz_httpd "$httpd_secs" -max_len=4096 -timeout=20 "$hcorpus"
 fi
 if [ "$gguf_secs" -eq 0 ]; then
     echo "run_fuzz: ok"
