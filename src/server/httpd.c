@@ -13,7 +13,11 @@
  * A closed connection is marked dead and freed at the end of its thread's event
  * batch, so a later event of the same batch never touches freed memory. Functions
  * the application calls only queue output; writes, state changes and closes happen
- * in conn_run once the callback has returned. */
+ * in conn_run once the callback has returned.
+ *
+ * The pure parsing lives in httpd_parse.c. The rest stays one file (past the usual
+ * length) on purpose: the state machine, its deadlines, the limit/eviction logic and
+ * the threads all work on one private connection struct and its invariants. */
 #define _GNU_SOURCE
 #include "httpd.h"
 
@@ -35,6 +39,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "httpd_parse.h"
 #include "util/common.h"
 
 enum { CS_HEAD, CS_BODY, CS_APP, CS_LINGER };
@@ -127,35 +132,6 @@ struct httpd {
 };
 
 /* ---- small helpers ----------------------------------------------------------------- */
-
-static bool is_tchar(unsigned char ch) {
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return true;
-    return ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
-}
-
-static const char *reason(int status) {
-    switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 417: return "Expectation Failed";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return status < 300 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
-    }
-}
 
 const char *httpd_header_get(const httpd_request *rq, const char *name) {
     for (int i = 0; i < rq->n_headers; i++)
@@ -260,7 +236,7 @@ static bool must_close(const httpd_conn *c) {
 
 static void put_head(httpd_conn *c, int status, const httpd_header *h, int nh) {
     sbuf *o = &c->out;
-    sbuf_printf(o, "HTTP/1.1 %d %s\r\n", status, reason(status));
+    sbuf_printf(o, "HTTP/1.1 %d %s\r\n", status, httpd_reason(status));
     for (int i = 0; i < nh; i++) {
         sbuf_puts(o, h[i].name);
         sbuf_puts(o, ": ");
@@ -341,141 +317,20 @@ static void conn_error(httpd_conn *c, int status, const char *msg) {
 
 /* ---- the request head ----------------------------------------------------------------- */
 
-/* Trim spaces and tabs around s (in place). */
-static char *trim_ows(char *s) {
-    while (*s == ' ' || *s == '\t') s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) s[--n] = 0;
-    return s;
-}
-
-/* Does the comma-separated list v hold token tok (case-insensitive)? */
-static bool list_has(const char *v, const char *tok) {
-    const size_t k = strlen(tok);
-    for (const char *p = v; *p;) {
-        while (*p == ' ' || *p == '\t' || *p == ',') p++;
-        const char *e = p;
-        while (*e && *e != ',') e++;
-        const char *f = e;
-        while (f > p && (f[-1] == ' ' || f[-1] == '\t')) f--;
-        if ((size_t)(f - p) == k && !strncasecmp(p, tok, k)) return true;
-        p = e;
-    }
-    return false;
-}
-
-/* Parse the head in c->head (NUL-terminated, `len` bytes, ends with an empty line).
- * Returns 0, or an HTTP status with *msg set. */
+/* Parse c->head (len bytes) into c->rq and the framing fields. 0 or an HTTP status. */
 static int parse_head(httpd_conn *c, size_t len, const char **msg) {
     httpd *d = c->t->d;
-    char *p = c->head, *end = c->head + len;
-    int n_lines = 0;
-    bool have_cl = false, have_te = false, have_host = false, expect_100 = false;
-    char *conn_hdr = NULL;
-    c->content_length = 0;
-    c->chunked = false;
-    c->rq.n_headers = 0;
-    while (p < end) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (!nl) break; /* cannot happen: the head ends with a newline */
-        char *line = p;
-        size_t n = (size_t)(nl - p);
-        p = nl + 1;
-        if (n && line[n - 1] == '\r') n--;
-        line[n] = 0;
-        if (memchr(line, '\r', n)) return *msg = "stray CR in the request head", 400;
-        if (n_lines++ == 0) {
-            /* request-line = method SP request-target SP HTTP-version */
-            char *sp1 = strchr(line, ' ');
-            if (!sp1) return *msg = "malformed request line", 400;
-            *sp1 = 0;
-            char *target = sp1 + 1;
-            char *sp2 = strchr(target, ' ');
-            if (!sp2) return *msg = "malformed request line", 400;
-            *sp2 = 0;
-            char *version = sp2 + 1;
-            if (!*line || !*target) return *msg = "malformed request line", 400;
-            for (char *q = line; *q; q++)
-                if (!is_tchar((unsigned char)*q)) return *msg = "malformed request method", 400;
-            size_t tn = strlen(target);
-            if (tn > d->cfg.max_target_bytes) return *msg = "request target too long", 414;
-            for (char *q = target; *q; q++)
-                if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
-                    return *msg = "malformed request target", 400;
-            if (strncmp(version, "HTTP/", 5) || !(version[5] >= '0' && version[5] <= '9') ||
-                version[6] != '.' || !(version[7] >= '0' && version[7] <= '9') || version[8])
-                return *msg = "malformed HTTP version", 400;
-            if (version[5] != '1') return *msg = "only HTTP/1.0 and HTTP/1.1 are supported", 505;
-            c->rq.version_minor = version[7] == '0' ? 0 : 1;
-            c->rq.method = line;
-            c->rq.target = target;
-            continue;
-        }
-        if (n == 0) break; /* the empty line ending the head */
-        if (line[0] == ' ' || line[0] == '\t') return *msg = "obsolete header line folding", 400;
-        char *colon = strchr(line, ':');
-        if (!colon || colon == line) return *msg = "malformed header line", 400;
-        for (char *q = line; q < colon; q++)
-            if (!is_tchar((unsigned char)*q)) return *msg = "malformed header name", 400;
-        *colon = 0;
-        char *value = colon + 1;
-        for (char *q = value; *q; q++) {
-            unsigned char ch = (unsigned char)*q;
-            if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return *msg = "control character in a header value", 400;
-        }
-        if ((size_t)(line + n - value) != strlen(value)) return *msg = "NUL in a header", 400;
-        value = trim_ows(value);
-        if (c->rq.n_headers >= d->cfg.max_headers) return *msg = "too many header fields", 431;
-        c->hdrs[c->rq.n_headers++] = (httpd_header){line, value};
-        if (!strcasecmp(line, "Content-Length")) {
-            if (!*value || strlen(value) > 18) return *msg = "invalid Content-Length", 400;
-            int64_t v = 0;
-            for (const char *q = value; *q; q++) {
-                if (*q < '0' || *q > '9') return *msg = "invalid Content-Length", 400;
-                v = v * 10 + (*q - '0');
-            }
-            if (have_cl && v != c->content_length) return *msg = "conflicting Content-Length headers", 400;
-            have_cl = true;
-            c->content_length = v;
-        } else if (!strcasecmp(line, "Transfer-Encoding")) {
-            if (have_te) return *msg = "more than one Transfer-Encoding header", 400;
-            have_te = true;
-            if (strcasecmp(value, "chunked")) return *msg = "unsupported transfer coding (only chunked)", 501;
-            c->chunked = true;
-        } else if (!strcasecmp(line, "Host")) {
-            if (have_host) return *msg = "more than one Host header", 400;
-            have_host = true;
-        } else if (!strcasecmp(line, "Connection")) {
-            conn_hdr = value;
-        } else if (!strcasecmp(line, "Expect")) {
-            if (strcasecmp(value, "100-continue")) return *msg = "unsupported expectation", 417;
-            expect_100 = true;
-        }
-    }
-    if (have_te && have_cl) return *msg = "both Transfer-Encoding and Content-Length", 400;
-    if (have_te && c->rq.version_minor == 0) return *msg = "Transfer-Encoding in an HTTP/1.0 request", 400;
-    if (c->chunked) c->content_length = -1;
-    c->keep_alive = c->rq.version_minor >= 1 ? !(conn_hdr && list_has(conn_hdr, "close"))
-                                             : (conn_hdr && list_has(conn_hdr, "keep-alive"));
-    /* path: the target up to '?'; absolute-form ("http://host/path") reduced to its path */
-    char *path = c->head + len + 1;
-    const char *t = c->rq.target;
-    if (!strncasecmp(t, "http://", 7) || !strncasecmp(t, "https://", 8)) {
-        const char *q = strchr(t + (t[4] == ':' ? 7 : 8), '/');
-        t = q ? q : "/";
-    }
-    size_t k = strcspn(t, "?");
-    memcpy(path, t, k);
-    path[k] = 0;
-    c->rq.path = path;
-    c->rq.is_head = !strcmp(c->rq.method, "HEAD");
-    c->rq.headers = c->hdrs;
+    httpd_head_info h;
+    int st = httpd_parse_head(c->head, len, c->head + len + 1, c->hdrs, d->cfg.max_target_bytes,
+                              d->cfg.max_headers, &h, msg);
+    if (st) return st;
+    c->rq = h.rq;
     c->rq.client = c->client;
     c->rq.reserve = c->reserve;
-    c->rq.body = NULL;
-    c->rq.body_bytes = 0;
-    c->rq.content_length = c->content_length;
-    c->expect_100 = expect_100 && c->rq.version_minor >= 1 && c->content_length != 0;
+    c->content_length = h.rq.content_length;
+    c->chunked = h.chunked;
+    c->keep_alive = h.keep_alive;
+    c->expect_100 = h.expect_100;
     return 0;
 }
 
@@ -485,7 +340,7 @@ static int check_line_prefix(httpd_conn *c, const char **msg) {
     const httpd *d = c->t->d;
     size_t i = 0;
     for (; i < c->in_n && c->in[i] != ' '; i++) {
-        if (!is_tchar((unsigned char)c->in[i])) return *msg = "malformed request line", 400;
+        if (!httpd_is_tchar((unsigned char)c->in[i])) return *msg = "malformed request line", 400;
         if (i >= 32) return *msg = "request method too long", 400;
     }
     if (c->line_seen) return 0;
@@ -707,31 +562,13 @@ static bool chunked_step(httpd_conn *c, size_t *off, bool *done) {
         }
         return true;
     }
-    /* CH_SIZE: hex digits, then an optional extension */
+    /* CH_SIZE */
     uint64_t v = 0;
-    size_t j = 0;
-    for (; j < n; j++) {
-        char ch = p[j];
-        int dv = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-        if (dv < 0) break;
-        if (j >= 15) {
-            conn_error(c, 413, "request body too large");
-            return false;
-        }
-        v = v * 16 + (uint64_t)dv;
-    }
-    if (j == 0 || (j < n && p[j] != ';' && p[j] != ' ' && p[j] != '\t')) {
-        conn_error(c, 400, "malformed chunk size");
-        return false;
-    }
-    for (size_t q = j; q < n; q++)
-        if ((unsigned char)p[q] < 0x20 && p[q] != '\t') {
-            conn_error(c, 400, "malformed chunk extension");
-            return false;
-        }
-    if (v > d->cfg.max_body_bytes || c->body.n + v > d->cfg.max_body_bytes) {
-        conn_error(c, 413, "request body too large");
+    const char *msg = NULL;
+    const size_t room = d->cfg.max_body_bytes - IFD_MIN(c->body.n, d->cfg.max_body_bytes);
+    int st = httpd_parse_chunk_size(p, n, room, &v, &msg);
+    if (st) {
+        conn_error(c, st, msg);
         return false;
     }
     if (v && !body_reserve(c, (size_t)v)) {

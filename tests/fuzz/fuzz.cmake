@@ -91,6 +91,7 @@ endif()
 if(INFERD_CC_HAS_LIBFUZZER)
   add_executable(fuzz_httpd
     ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_httpd.c ${CMAKE_SOURCE_DIR}/src/server/httpd.c
+    ${CMAKE_SOURCE_DIR}/src/server/httpd_parse.c
     ${CMAKE_SOURCE_DIR}/src/server/buf.c ${CMAKE_SOURCE_DIR}/src/util/common.c)
   target_include_directories(fuzz_httpd PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_compile_options(fuzz_httpd PRIVATE ${_fuzz} -O1 -g -fno-omit-frame-pointer)
