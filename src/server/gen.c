@@ -379,40 +379,26 @@ int gen_start(server *s, oai_request *r, struct httpd_conn *conn, double t_arriv
 /* ---- aborts ------------------------------------------------------------------------- */
 
 void gen_abort(gen_req *g, abort_reason why) {
-    /* every submitted sub still running: as many as --max-prompts allows */
-    uint64_t small[64], *ids = small;
-    int n = 0;
-    if (g->n_subs > (int32_t)IFD_ARRAY_LEN(small)) {
-        ids = malloc(sizeof *ids * (size_t)g->n_subs);
-        if (!ids) ids = small; /* out of memory: at least the first 64, and again below */
-    }
-    const int cap = ids == small ? (int)IFD_ARRAY_LEN(small) : (int)g->n_subs;
     pthread_mutex_lock(&g->mu);
     if (g->all_done || (g->aborting && g->abort == why)) {
         pthread_mutex_unlock(&g->mu);
-        if (ids != small) free(ids);
         return;
     }
     bool count = !g->abort_counted && why != ABORT_ERROR;
     if (count) g->abort_counted = true;
     g->aborting = true;
     g->abort = why;
-    bool more = false;
+    /* every submitted sub still running, however many --max-prompts allows. Under mu:
+     * inferd_abort only takes the engine's inbox lock, which the engine never holds
+     * while it calls back into on_output (the only other taker of mu there). */
     for (int32_t i = 0; i < g->n_subs; i++)
-        if (g->subs[i].submitted && g->subs[i].n_finished < g->req.n) {
-            if (n < cap) ids[n++] = g->subs[i].id;
-            else more = true;
-        }
-    if (more) g->abort_retry = true; /* the watcher aborts the rest */
+        if (g->subs[i].submitted && g->subs[i].n_finished < g->req.n) inferd_abort(g->srv->engine, g->subs[i].id);
     pthread_mutex_unlock(&g->mu);
     if (count) metrics_abort(g->srv->metrics, why);
-    for (int i = 0; i < n; i++) inferd_abort(g->srv->engine, ids[i]);
-    if (ids != small) free(ids);
 }
 
 void gen_release_http(gen_req *g, abort_reason why) {
     pthread_mutex_lock(&g->mu);
-    g->http_done = true;
     g->conn = NULL;
     bool running = !g->all_done;
     pthread_mutex_unlock(&g->mu);
@@ -459,12 +445,8 @@ static void *watch_main(void *arg) {
             gen_req *g = v[i];
             abort_reason why = ABORT_NONE;
             pthread_mutex_lock(&g->mu);
-            bool live = !g->http_done;
-            if (g->abort_retry && !g->all_done) {
-                g->abort_retry = false;
-                why = g->abort;
-                g->aborting = false; /* let gen_abort run again for the rest */
-            } else if (live && !g->all_done && s->cfg.queue_timeout_s > 0 && !g->aborting &&
+            bool live = g->conn != NULL;
+            if (live && !g->all_done && s->cfg.queue_timeout_s > 0 && !g->aborting &&
                        now - g->t_submit > s->cfg.queue_timeout_s) {
                 bool waiting = false;
                 for (int32_t k = 0; k < g->n_subs; k++) waiting |= !g->subs[k].started;
@@ -477,7 +459,7 @@ static void *watch_main(void *arg) {
                 }
             }
             /* a stream silent for keepalive_s gets a comment (written on its thread) */
-            if (live && g->conn && g->stream && !g->all_done && now - g->t_last_write >= s->cfg.keepalive_s)
+            if (live && g->stream && !g->all_done && now - g->t_last_write >= s->cfg.keepalive_s)
                 httpd_wake(g->conn);
             pthread_mutex_unlock(&g->mu);
             if (why != ABORT_NONE) gen_abort(g, why);

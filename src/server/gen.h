@@ -68,10 +68,8 @@ typedef struct gen_req {
      * connection's thread under mu, so a wake under mu never reaches a freed one */
     struct httpd_conn *conn;
     bool stream;
-    bool http_done; /* the connection let go */
     bool aborting;
     bool abort_counted; /* aborted_total counted once */
-    bool abort_retry;   /* an abort could not name every sub (out of memory): again */
     abort_reason abort;
     bool has_error; /* an error after submission (queue timeout, engine error) */
     api_error error;

@@ -570,10 +570,11 @@ static void request_id(http_req *hr) {
     else rand_alnum(hr->request_id, 32);
 }
 
-/* --allowed-origins: a comma-separated list of exact origins, or "*". */
-static bool origin_allowed(const server *s, const char *origin) {
+/* --allowed-origins: a comma-separated list of exact origins, or "*". Returns what
+ * Access-Control-Allow-Origin echoes ("*" or the origin), or NULL when not allowed. */
+static const char *origin_allowed(const server *s, const char *origin) {
     const char *list = s->cfg.allowed_origins;
-    if (!list || !*list || !origin || !*origin) return false;
+    if (!list || !*list || !origin || !*origin) return NULL;
     const size_t on = strlen(origin);
     for (const char *p = list; *p;) {
         while (*p == ' ' || *p == ',') p++;
@@ -582,17 +583,11 @@ static bool origin_allowed(const server *s, const char *origin) {
         const char *f = e;
         while (f > p && f[-1] == ' ') f--;
         size_t k = (size_t)(f - p);
-        if ((k == 1 && *p == '*') || (k == on && !memcmp(p, origin, k))) return true;
+        if (k == 1 && *p == '*') return "*";
+        if (k == on && !memcmp(p, origin, k)) return origin;
         p = e;
     }
-    return false;
-}
-
-static bool origin_is_wildcard(const server *s) {
-    const char *l = s->cfg.allowed_origins;
-    for (const char *p = l; p && *p; p++)
-        if (*p == '*') return true;
-    return false;
+    return NULL;
 }
 
 /* A header value listing header names: tokens, commas and spaces only. */
@@ -609,10 +604,8 @@ static bool header_list_ok(const char *v) {
  * allowed origins without the API key (browsers send no credentials here); refused
  * with 403 for the others. */
 static int preflight(http_req *hr) {
-    const char *origin = httpd_header_get(hr->rq, "Origin");
     if (!hr->origin[0])
         return http_errorf(hr, 403, "cors_origin_not_allowed", NULL, "This origin is not allowed (--allowed-origins).");
-    (void)origin;
     const char *req_h = httpd_header_get(hr->rq, "Access-Control-Request-Headers");
     httpd_header h[MAX_RESP_HEADERS];
     int n = common_headers(hr, h, 0);
@@ -688,9 +681,8 @@ static void on_head(void *app, httpd_conn *c, const httpd_request *rq) {
     snprintf(hr->client, sizeof hr->client, "%s", rq->client);
     hr->rt = route_find(rq->path);
     request_id(hr);
-    const char *origin = httpd_header_get(rq, "Origin");
-    if (origin_allowed(s, origin) && strlen(origin) < sizeof hr->origin)
-        snprintf(hr->origin, sizeof hr->origin, "%s", origin_is_wildcard(s) ? "*" : origin);
+    const char *echo = origin_allowed(s, httpd_header_get(rq, "Origin"));
+    if (echo && strlen(echo) < sizeof hr->origin) snprintf(hr->origin, sizeof hr->origin, "%s", echo);
     precheck(hr);
     hr->rq = NULL;
 }

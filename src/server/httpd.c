@@ -77,9 +77,7 @@ struct httpd_conn {
     httpd_header *hdrs;
     httpd_request rq;
     bool keep_alive;
-    bool chunked;
-    int64_t content_length;
-    sbuf body;
+    sbuf body; /* framing: c->rq.content_length (-1: chunked) */
     size_t body_budget; /* bytes of d->body_bytes this request holds */
     int ch_state;
     uint64_t ch_left;
@@ -327,8 +325,6 @@ static int parse_head(httpd_conn *c, size_t len, const char **msg) {
     c->rq = h.rq;
     c->rq.client = c->client;
     c->rq.reserve = c->reserve;
-    c->content_length = h.rq.content_length;
-    c->chunked = h.chunked;
     c->keep_alive = h.keep_alive;
     c->expect_100 = h.expect_100;
     return 0;
@@ -435,12 +431,13 @@ static bool read_head(httpd_conn *c) {
         conn_error(c, st, msg);
         return true;
     }
-    if (c->content_length > 0 && (uint64_t)c->content_length > d->cfg.max_body_bytes) {
+    const int64_t cl = c->rq.content_length;
+    if (cl > 0 && (uint64_t)cl > d->cfg.max_body_bytes) {
         conn_error(c, 413, "request body too large");
         return true;
     }
-    const bool has_body = c->content_length != 0;
-    if (c->content_length > 0 && !body_reserve(c, (size_t)c->content_length)) {
+    const bool has_body = cl != 0;
+    if (cl > 0 && !body_reserve(c, (size_t)cl)) {
         conn_error(c, 503, "the server is receiving too many request bodies; retry later");
         return true;
     }
@@ -496,14 +493,15 @@ static void consume(httpd_conn *c, size_t n) {
 static bool chunked_step(httpd_conn *c, size_t *off, bool *done);
 
 static bool read_body(httpd_conn *c) {
-    if (!c->chunked) {
-        size_t want = (size_t)c->content_length - c->body.n;
+    const int64_t cl = c->rq.content_length;
+    if (cl >= 0) {
+        size_t want = (size_t)cl - c->body.n;
         size_t k = IFD_MIN(want, c->in_n);
         if (k) {
             sbuf_put(&c->body, c->in, k);
             consume(c, k);
         }
-        if (c->body.n < (size_t)c->content_length) return false;
+        if (c->body.n < (size_t)cl) return false;
         dispatch(c);
         return true;
     }
@@ -618,8 +616,6 @@ static void reset_request(httpd_conn *c) {
     c->resp_started = c->resp_complete = c->streaming = c->stream_chunked = false;
     c->drained = false;
     c->user = NULL;
-    c->content_length = 0;
-    c->chunked = false;
 }
 
 /* The response is complete and written: the request is over. */
