@@ -28,7 +28,11 @@ typedef struct inferd_engine_options {
     int64_t kv_cache_bytes;         /* KV pool budget in bytes; 0 = use kv_cache_fraction */
     double kv_cache_fraction;       /* of available memory when kv_cache_bytes == 0 (default 0.25) */
     int32_t max_num_seqs;           /* running-set cap (default 64) */
-    int32_t max_num_batched_tokens; /* token budget per step (default 256) */
+    int32_t max_num_batched_tokens; /* token budget per step: a hard cap */
+    double max_step_ms;             /* decode stall bound: a step that mixes prefill chunks
+                                       with decodes is sized from the backend's measured
+                                       cost per token to take at most this long (0 = off:
+                                       only max_num_batched_tokens bounds it) */
     int32_t max_model_len;          /* 0 = the model's context length */
     bool enable_prefix_caching;     /* default true */
     bool reference_kernels;         /* CPU: plain C reference kernels (slow; for tests) */
@@ -72,10 +76,15 @@ typedef struct inferd_sampling {
     float frequency_penalty;  /* 0 = off */
     uint64_t seed;            /* used when has_seed; else drawn from the engine */
     bool has_seed;
-    int32_t max_tokens;       /* generated tokens cap (clamped to the context) */
+    int32_t max_tokens;       /* generated tokens cap (clamped to the context); 0: run the
+                                 prompt only (prompt logprobs, log-likelihoods) and finish
+                                 with INFERD_FINISH_LENGTH and no token */
     bool ignore_eos;
     int32_t n;                /* choices (forked sequences), >= 1 */
     int32_t logprobs;         /* -1 = off, else top-N alternatives (0..20) */
+    int32_t prompt_logprobs;  /* -1 = off, else the logprob of every prompt token after the
+                                 first, with top-N alternatives (0..20); the prompt is then
+                                 computed in full (no prefix-cache hit) */
     const inferd_logit_bias *logit_bias;
     int32_t n_logit_bias;
     const char *const *stop;  /* stop strings (copied at submit) */
@@ -102,6 +111,12 @@ typedef struct inferd_output {
     /* logprobs for each new token when requested: n_tokens entries of 1 + n_top */
     const inferd_token_logprob *logprobs; /* [n_tokens][1 + n_top]: chosen, then top-N */
     int32_t n_top;
+    /* prompt logprobs (sampling.prompt_logprobs >= 0): on the first event of choice 0
+     * only, entries for prompt tokens 1..n_prompt-1 (token 0 has no context), each
+     * 1 + n_prompt_top entries: the prompt token itself, then the top-N */
+    const inferd_token_logprob *prompt_logprobs; /* [n_prompt_logprobs][1 + n_prompt_top] */
+    int32_t n_prompt_logprobs;
+    int32_t n_prompt_top;
     bool finished;
     inferd_finish_reason finish_reason;
     const char *stop_reason;    /* matched stop string, or NULL */

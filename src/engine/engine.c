@@ -31,6 +31,7 @@ void inferd_sampling_default(inferd_sampling *s) {
     s->max_tokens = 16;
     s->n = 1;
     s->logprobs = -1;
+    s->prompt_logprobs = -1;
 }
 
 /* ---- memory budget ------------------------------------------------------------------ */
