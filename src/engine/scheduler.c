@@ -358,7 +358,7 @@ void sched_cost_observe(sched_cost *c, int32_t tokens, double ms) {
     if (tokens < 1 || !(ms >= 0.0) || ms > 1e9) return;
     if (c->n_obs >= 3) {
         const double pred = cost_predict(c, tokens);
-        if (pred > 0 && ms > 4.0 * pred) ms = 4.0 * pred;
+        if (pred > 0 && ms > 2.0 * pred) ms = 2.0 * pred;
     }
     const double x = tokens, y = ms;
     c->sw = c->sw * COST_DECAY + 1.0;

@@ -156,7 +156,7 @@ sched_seq *sched_next_stuck(sched *s);
 
 /* ms(step) ~ a + b * tokens, fitted by least squares over exponentially decayed sums
  * (recent steps weigh most; a machine whose speed changes is followed within ~20
- * steps), each observation clipped to 4x the current prediction once the fit stands,
+ * steps), each observation clipped to 2x the current prediction once the fit stands,
  * so a step stalled by another process does not shrink the budget for long. */
 typedef struct sched_cost {
     double sw, sx, sy, sxx, sxy; /* decayed weights and moments */
