@@ -254,12 +254,13 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
 static void store_prompt_logprobs(inferd_engine *e, const sched_entry *en) {
     const sched_seq *q = en->seq;
     request *r = seq_of(en->seq)->req;
-    if (!r->plp) return;
+    if (!r->plp && !e->tap) return;
     const int32_t first = q->n_computed + en->n_tokens - en->n_logits;
     for (int32_t j = 0; j < en->n_logits; j++) {
         const int32_t pos = first + j;
-        if (pos + 1 >= r->n_prompt) break;
         const float *row = e->logits + (size_t)(en->logits_first + j) * e->n_vocab;
+        if (e->tap && pos < r->n_prompt) e->tap(e->tap_user, r->id, pos, row, e->n_vocab);
+        if (pos + 1 >= r->n_prompt || !r->plp) continue;
         logprobs_compute(row, e->n_vocab, r->prompt[pos + 1], r->plp_top,
                          (logprob_entry *)(r->plp + (size_t)pos * (1 + r->plp_top)));
     }
@@ -788,6 +789,11 @@ void inferd_engine_stats(inferd_engine *e, inferd_stats *st) {
     pthread_mutex_lock(&e->mu);
     *st = e->stats;
     pthread_mutex_unlock(&e->mu);
+}
+
+void engine_set_logits_tap(inferd_engine *e, engine_logits_tap fn, void *user) {
+    e->tap = fn;
+    e->tap_user = user;
 }
 
 int32_t inferd_n_vocab(const inferd_engine *e) { return e->n_vocab; }

@@ -15,6 +15,7 @@
 #include "../model/model.h"
 #include "../tokenizer/tokenizer.h"
 #include "inferd.h"
+#include "engine_tap.h"
 #include "kv_cache.h"
 #include "scheduler.h"
 #include "sampler.h"
@@ -99,6 +100,8 @@ struct inferd_engine {
     size_t text_cap;
     ifd_rng seed_rng;     /* under mu */
     inferd_stats cnt;     /* engine-thread counters, published into stats by update_stats */
+    engine_logits_tap tap; /* engine_tap.h: prompt rows for `inferd logits`, or NULL */
+    void *tap_user;
 
     /* cross-thread inbox */
     pthread_mutex_t mu;
