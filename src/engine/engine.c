@@ -1,5 +1,11 @@
-/* engine.c — the engine: lifecycle, the cross-thread inbox, the engine thread (a libuv
- * loop), and each step's schedule() -> run(batch) -> postprocess() (nano-vllm's loop).
+/* engine.c — the engine: lifecycle, requests, the cross-thread inbox, the engine thread
+ * (a libuv loop), and each step's schedule() -> run(batch) -> postprocess() (nano-vllm's
+ * loop). The scheduler (scheduler.h) owns the queues, admission, preemption, forks and
+ * the token budget and returns the plan; this file gives it the mixed-step budget from
+ * the timed forwards (sched_cost, max_step_ms), runs the plan (runner.c), then per
+ * planned sequence: prompt logprobs from its rows, sched_commit of the accepted tokens
+ * (prefix cache), sched_fork of an n > 1 parent, sampling, emit and finish. Sequences
+ * the scheduler gave up on (stuck queue) are finished here.
  *
  * Threads: inferd_submit / inferd_abort / inferd_engine_stats take the inbox mutex and
  * wake the engine thread with uv_async_send (the only cross-thread wake-up). All other
@@ -19,6 +25,14 @@ void inferd_engine_options_default(inferd_engine_options *o) {
     o->kv_cache_fraction = 0.25;
     o->max_num_seqs = 64;
     o->max_num_batched_tokens = 256; /* chosen from bench/engine_bench.sh section 3 */
+    /* 200 ms, from bench/engine_bench.sh section 3 on the 2-core dev box (a dim-512,
+     * 8-layer Q8_0 model, 8 decodes + 2,000-token prompts, hard cap 2048): decode stall
+     * ITL p99/max 255/329 ms at TTFT p50 5.0 s, where the fixed 256-token budget gave
+     * 398/534 ms at 4.2 s, 2048 tokens 97/1915 ms (one 1.9 s stall per prompt), 100 ms
+     * 130/203 ms but TTFT 8.9 s, 400 ms 493/636 ms at 2.8 s. 200 ms keeps a stall
+     * below what a reader notices in a stream while a long prompt still gets most of
+     * the machine; config.c's --max-step-ms default says the same number. */
+    o->max_step_ms = 200;
     o->enable_prefix_caching = true;
     o->threaded = true;
 }

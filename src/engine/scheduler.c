@@ -356,7 +356,7 @@ static double cost_predict(const sched_cost *c, int32_t tokens) { return c->a + 
 
 void sched_cost_observe(sched_cost *c, int32_t tokens, double ms) {
     if (tokens < 1 || !(ms >= 0.0) || ms > 1e9) return;
-    if (c->n_obs >= 3) {
+    if (c->n_obs >= 3) { /* clip only once the fit stands on a few steps */
         const double pred = cost_predict(c, tokens);
         if (pred > 0 && ms > 2.0 * pred) ms = 2.0 * pred;
     }
@@ -388,7 +388,8 @@ void sched_cost_observe(sched_cost *c, int32_t tokens, double ms) {
 }
 
 int32_t sched_cost_budget(const sched_cost *c, double max_ms, int32_t cap) {
-    if (max_ms <= 0 || c->n_obs < 3) return cap;
+    if (max_ms <= 0) return cap;
+    if (c->n_obs == 0) return 1; /* nothing measured yet: the scheduler's floor */
     if (!(c->b > 0)) return cap;
     const double t = (max_ms - c->a) / c->b;
     if (t >= (double)cap) return cap;

@@ -167,7 +167,8 @@ typedef struct sched_cost {
 void sched_cost_init(sched_cost *c);
 void sched_cost_observe(sched_cost *c, int32_t tokens, double ms);
 /* Most tokens a step may hold to take at most max_ms: floor((max_ms - a) / b), at
- * least 1, at most cap; cap when max_ms <= 0 or before 3 observations. */
+ * least 1, at most cap; cap when max_ms <= 0; 1 (the scheduler's floor) before any
+ * observation, so the first mixed step cannot stall the decodes for a whole cap. */
 int32_t sched_cost_budget(const sched_cost *c, double max_ms, int32_t cap);
 
 #endif

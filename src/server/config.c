@@ -99,6 +99,10 @@ static const cfg_opt OPTS[] = {
      "sequences running at once"},
     {"max-num-batched-tokens", NULL, CFG_INT, O(max_num_batched_tokens), "256", 1, 1 << 24, NULL,
      false, "tokens per engine step"},
+    /* default: inferd_engine_options_default's, measured (see the comment there) */
+    {"max-step-ms", NULL, CFG_FLOAT, O(max_step_ms), "200", 0, 600000, NULL,
+     false, "a step that mixes prefill with decodes is sized to take at most this long (decode "
+            "stall bound, from the measured cost per token; 0 = only max-num-batched-tokens)"},
     {"kv-cache-memory", NULL, CFG_SIZE, O(kv_cache_memory), "0", 0, BIG, NULL, false,
      "KV cache bytes, e.g. 2G (0 = kv-cache-fraction of free memory)"},
     {"kv-cache-fraction", NULL, CFG_FLOAT, O(kv_cache_fraction), "0.25", 0.001, 1, NULL, false,

@@ -101,6 +101,7 @@ static void *loader_main(void *arg) {
     o.kv_cache_fraction = c->kv_cache_fraction;
     o.max_num_seqs = (int32_t)c->max_num_seqs;
     o.max_num_batched_tokens = (int32_t)c->max_num_batched_tokens;
+    o.max_step_ms = c->max_step_ms;
     o.max_model_len = (int32_t)c->max_model_len;
     o.enable_prefix_caching = c->enable_prefix_caching;
     o.reference_kernels = c->reference_kernels;

@@ -401,7 +401,8 @@ static void test_time_budget(void) {
 static void test_cost_model(void) {
     sched_cost c;
     sched_cost_init(&c);
-    CHECK(sched_cost_budget(&c, 100.0, 512) == 512); /* no data: the cap */
+    CHECK(sched_cost_budget(&c, 100.0, 512) == 1); /* no data: the floor */
+    CHECK(sched_cost_budget(&c, 0.0, 512) == 512);  /* no time bound: the cap */
     t_rng r;
     t_seed(&r, 3);
     /* ms = 40 + 0.5 * tokens, +-10% noise, and every 10th step stalled 10x */
