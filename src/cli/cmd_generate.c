@@ -2,8 +2,8 @@
  * the engine API (driven in this thread). Prints the text as it is generated (UTF-8
  * safe, stop strings held back), or with --ids the generated token ids on one line.
  * BOS is added when the vocabulary says so. Options: the shared engine entries and
- * generate's own in src/server/config.c's table (`inferd generate --help`). Uses only
- * the public API (include/inferd.h). */
+ * generate's own in src/server/config.c's table (`inferd generate --help`). It talks
+ * to the engine through the public API (include/inferd.h) alone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
