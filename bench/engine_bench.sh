@@ -5,8 +5,9 @@
 #      (prefill tok/s = 512 / TTFT, decode tok/s = 1000 / TPOT), per weight type,
 #      and llama.cpp's figures on the same file when llama-cpp-python is importable;
 #   2. `inferd bench` 64 requests, input 64-512, output 64-256;
-#   3. chunked prefill trade-off: 8 decoding sequences + 2,000-token prompts arriving
-#      every 2 s, for --max-num-batched-tokens 256, 512, 2048.
+#   3. chunked prefill trade-off: 8 decoding sequences + 2,000-token prompts arriving,
+#      decode stall (ITL p99) and TTFT for a fixed token budget (256, 2048) and for
+#      --max-step-ms 50, 100, 200, 400 (time-sized mixed steps).
 # Usage: bench/engine_bench.sh [BUILD_DIR] [TYPES] [QUICK]
 #   TYPES: default "F16 Q8_0 Q4_0"; QUICK=1 shrinks every run to a smoke test (CI).
 set -euo pipefail
@@ -56,10 +57,16 @@ if [ "$QUICK" = 1 ]; then N=8; OUT=8:16; else N=64; OUT=64:256; fi
 
 echo
 echo "== 3. chunked prefill: 8 decodes + 2,000-token prompts arriving every 10 s ($last; ms)"
-printf "%-8s %10s %10s %10s %10s %10s %10s %10s\n" budget "TPOT p50" "TPOT p99" "ITL p50" "ITL p99" "ITL max" "TTFT p50" "TTFT p99"
-for b in 256 512 2048; do
+# The decode stall is ITL p99 of the 8 decoding sequences: the step that carries a
+# prefill chunk is the one they wait for. "off" rows use the fixed token budget alone;
+# the others let the engine size mixed steps from the measured cost per token so they
+# take at most max-step-ms (the hard cap 2048 then only bounds prefill-only steps).
+# Needs `inferd bench --max-step-ms`.
+printf "%-8s %-8s %10s %10s %10s %10s %10s %10s %10s\n" budget step_ms "TPOT p50" "TPOT p99" "ITL p50" "ITL p99" "ITL max" "TTFT p50" "TTFT p99"
+for cfg in "256 0" "2048 0" "2048 50" "2048 100" "2048 200" "2048 400"; do
+  set -- $cfg
   read -r a b2 i1 i2 i3 c d < <("$BIN" bench -m "$m" --threads "$THREADS" --scenario chunked --request-rate "$([ "$QUICK" = 1 ] && echo 2 || echo 0.1)" \
-      --num-requests "$([ "$QUICK" = 1 ] && echo 2 || echo 4)" --max-num-batched-tokens $b --seed 1 \
+      --num-requests "$([ "$QUICK" = 1 ] && echo 2 || echo 4)" --max-num-batched-tokens "$1" --max-step-ms "$2" --seed 1 \
       | json tpot_ms_p50 tpot_ms_p99 itl_ms_p50 itl_ms_p99 itl_ms_max ttft_ms_p50 ttft_ms_p99)
-  printf "%-8s %10s %10s %10s %10s %10s %10s %10s\n" "$b" "$a" "$b2" "$i1" "$i2" "$i3" "$c" "$d"
+  printf "%-8s %-8s %10s %10s %10s %10s %10s %10s %10s\n" "$1" "$([ "$2" = 0 ] && echo off || echo "$2")" "$a" "$b2" "$i1" "$i2" "$i3" "$c" "$d"
 done

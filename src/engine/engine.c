@@ -1,5 +1,11 @@
-/* engine.c — the engine: lifecycle, the cross-thread inbox, the engine thread (a libuv
- * loop), and each step's schedule() -> run(batch) -> postprocess() (nano-vllm's loop).
+/* engine.c — the engine: lifecycle, requests, the cross-thread inbox, the engine thread
+ * (a libuv loop), and each step's schedule() -> run(batch) -> postprocess() (nano-vllm's
+ * loop). The scheduler (scheduler.h) owns the queues, admission, preemption, forks and
+ * the token budget and returns the plan; this file gives it the mixed-step budget from
+ * the timed forwards (sched_cost, max_step_ms), runs the plan (runner.c), then per
+ * planned sequence: prompt logprobs from its rows, sched_commit of the accepted tokens
+ * (prefix cache), sched_fork of an n > 1 parent, sampling, emit and finish. Sequences
+ * the scheduler gave up on (stuck queue) are finished here.
  *
  * Threads: inferd_submit / inferd_abort / inferd_engine_stats take the inbox mutex and
  * wake the engine thread with uv_async_send (the only cross-thread wake-up). All other
@@ -19,6 +25,14 @@ void inferd_engine_options_default(inferd_engine_options *o) {
     o->kv_cache_fraction = 0.25;
     o->max_num_seqs = 64;
     o->max_num_batched_tokens = 256; /* chosen from bench/engine_bench.sh section 3 */
+    /* 200 ms, from bench/engine_bench.sh section 3 on the 2-core dev box (a dim-512,
+     * 8-layer Q8_0 model, 8 decodes + 2,000-token prompts, hard cap 2048): decode stall
+     * ITL p99/max 255/329 ms at TTFT p50 5.0 s, where the fixed 256-token budget gave
+     * 398/534 ms at 4.2 s, 2048 tokens 97/1915 ms (one 1.9 s stall per prompt), 100 ms
+     * 130/203 ms but TTFT 8.9 s, 400 ms 493/636 ms at 2.8 s. 200 ms keeps a stall
+     * below what a reader notices in a stream while a long prompt still gets most of
+     * the machine; config.c's --max-step-ms default says the same number. */
+    o->max_step_ms = 200;
     o->enable_prefix_caching = true;
     o->threaded = true;
 }
@@ -53,7 +67,7 @@ static void request_free(request *r) {
     if (!r) return;
     for (int32_t i = 0; i < r->n_seqs; i++) {
         sequence *s = &r->seqs[i];
-        free(s->tokens);
+        free(s->ss.tokens);
         sampler_state_deinit(&s->samp);
     }
     free(r->seqs);
@@ -64,6 +78,7 @@ static void request_free(request *r) {
     free(r->bias);
     free(r->stop_ids);
     free(r->prompt);
+    free(r->plp);
     free(r);
 }
 
@@ -79,7 +94,7 @@ static void emit(sequence *s, const int32_t *toks, int32_t n_toks,
                        .text_bytes = text_bytes,
                        .logprobs = lp,
                        .n_top = n_top,
-                       .finished = s->status == SEQ_FINISHED,
+                       .finished = s->ss.status == SCHED_FINISHED,
                        .finish_reason = s->finish,
                        .stop_reason = s->stop_reason,
                        .prompt_tokens = r->n_prompt,
@@ -87,24 +102,18 @@ static void emit(sequence *s, const int32_t *toks, int32_t n_toks,
                        .cached_tokens = r->cached_tokens,
                        .queue_s = r->t_first_sched > 0 ? r->t_first_sched - r->t_submit : 0.0,
                        .ttft_s = r->t_first_token > 0 ? r->t_first_token - r->t_submit : 0.0};
+    if (r->sp.prompt_logprobs >= 0 && s->index == 0 && !r->plp_sent) {
+        o.prompt_logprobs = r->plp;
+        o.n_prompt_logprobs = r->plp ? r->n_prompt - 1 : 0;
+        o.n_prompt_top = r->plp_top;
+        r->plp_sent = true;
+    }
     r->cb(&o, r->user);
 }
 
 static const char *stop_str(const sequence *s) {
     int i = stop_matched(&s->stop);
     return i >= 0 && i < s->req->sp.n_stop ? s->req->stop_strs[i] : NULL;
-}
-
-/* Remove a sequence from whatever queue holds it and release its blocks. */
-static void seq_release(inferd_engine *e, sequence *s) {
-    if (s->status == SEQ_WAITING)
-        seq_queue_remove(&e->waiting, s);
-    else if (s->status == SEQ_RUNNING)
-        seq_queue_remove(&e->running, s);
-    if (s->kv_ready) {
-        kv_seq_deinit(e->kv, &s->kv);
-        s->kv_ready = false;
-    }
 }
 
 static void request_unlink(inferd_engine *e, request *r) {
@@ -122,8 +131,7 @@ static void seq_finish(inferd_engine *e, sequence *s, inferd_finish_reason why,
                        const inferd_token_logprob *lp, int32_t n_top) {
     request *r = s->req;
     IFD_ASSERT(n_text == 0 || text == e->text_buf); /* the flush below appends to text_buf */
-    seq_release(e, s);
-    s->status = SEQ_FINISHED;
+    sched_remove(&e->sch, &s->ss); /* out of its queue, blocks freed: SCHED_FINISHED */
     s->finish = why;
     size_t n = n_text;
     if (why != INFERD_FINISH_STOP || !s->stop_reason) {
@@ -148,23 +156,12 @@ static void seq_finish(inferd_engine *e, sequence *s, inferd_finish_reason why,
     }
 }
 
-void engine_preempt(inferd_engine *e, sequence *s) {
-    IFD_ASSERT(s->status == SEQ_RUNNING);
-    seq_queue_remove(&e->running, s);
-    kv_free(e->kv, &s->kv);
-    s->n_computed = 0;
-    s->n_scheduled = 0;
-    s->status = SEQ_WAITING;
-    seq_queue_insert_waiting(&e->waiting, s, true);
-    e->cnt.preemptions++;
-}
-
 /* End every live sequence of r with the given reason; r is freed. */
 static void request_end(inferd_engine *e, request *r, inferd_finish_reason why) {
     r->abort_requested = true;
     for (int32_t i = 0; i < r->n_seqs; i++) {
         sequence *s = &r->seqs[i];
-        if (s->status == SEQ_FINISHED) continue;
+        if (s->ss.status == SCHED_FINISHED) continue;
         const bool last = r->n_live == 1;
         seq_finish(e, s, why, NULL, 0, NULL, 0, NULL, 0);
         if (last) return; /* r is freed */
@@ -173,7 +170,9 @@ static void request_end(inferd_engine *e, request *r, inferd_finish_reason why) 
 
 static void request_abort(inferd_engine *e, request *r) { request_end(e, r, INFERD_FINISH_ABORT); }
 
-void engine_finish_stuck(inferd_engine *e, sequence *s) {
+/* The scheduler gave up on s (its KV cannot be had even alone): finish it (length),
+ * with its never-forked siblings if it is an n > 1 parent. r may be freed. */
+static void finish_stuck(inferd_engine *e, sequence *s) {
     request *r = s->req;
     if (s->index == 0 && r->n_seqs > 1 && !r->forked) {
         /* its choices wait for its prompt and are no better off */
@@ -206,9 +205,12 @@ static void drain_inbox(inferd_engine *e) {
         r->next_all = e->live;
         e->live = r;
         e->cnt.prompt_tokens += (uint64_t)r->n_prompt;
-        sequence *s = &r->seqs[0];
-        s->status = SEQ_WAITING;
-        seq_queue_insert_waiting(&e->waiting, s, false);
+        for (int32_t i = 0; i < r->n_seqs; i++) {
+            r->seqs[i].ss.priority = r->priority;
+            r->seqs[i].ss.arrival = r->arrival;
+            if (i > 0) sched_add_fork(&r->seqs[0].ss, &r->seqs[i].ss);
+        }
+        sched_add(&e->sch, &r->seqs[0].ss);
     }
     for (int32_t i = 0; i < n_abort; i++)
         for (request *r = e->live; r; r = r->next_all)
@@ -218,41 +220,8 @@ static void drain_inbox(inferd_engine *e) {
             }
 }
 
-/* n > 1: the parent finished its prompt. Children that find a free seat in the running
- * set share its blocks (copy-on-write) and sample from its logits row this step; the
- * others become ordinary waiting sequences (FCFS with their request's arrival) that
- * prefill the prompt themselves when a seat frees up — the prefix cache serves its
- * full blocks, and batch invariance makes their logits, hence their samples, the same.
- * So the running set never exceeds max_num_seqs. */
-static void fork_children(inferd_engine *e, sequence *parent) {
-    request *r = parent->req;
-    r->forked = true;
-    for (int32_t i = 1; i < r->n_seqs; i++) {
-        sequence *c = &r->seqs[i];
-        if (c->status != SEQ_FORK_PENDING) continue;
-        bool seated = e->running.n < e->opt.max_num_seqs;
-        if (seated && !c->kv_ready) {
-            seated = kv_seq_init(e->kv, &c->kv) == 0;
-            c->kv_ready = seated;
-        }
-        if (seated) seated = kv_fork(e->kv, &parent->kv, &c->kv) == 0;
-        if (!seated) {
-            /* c->tokens already holds the prompt (submit); nothing computed */
-            c->status = SEQ_WAITING;
-            seq_queue_insert_waiting(&e->waiting, c, false);
-            continue;
-        }
-        memcpy(c->tokens, parent->tokens, (size_t)parent->n_tokens * sizeof(int32_t));
-        c->n_tokens = parent->n_tokens;
-        c->n_computed = parent->n_computed;
-        c->status = SEQ_RUNNING;
-        c->admit_seq = ++e->admit_counter;
-        seq_queue_push_back(&e->running, c);
-    }
-    IFD_ASSERT(e->running.n <= e->opt.max_num_seqs);
-}
-
-/* Sample the next token of s from logits row, append it, emit / finish. */
+/* Sample the next token of s from logits row, append it, emit / finish. The tokens
+ * s fed this step are already committed (sched_commit): a finish frees its blocks. */
 static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
     request *r = s->req;
     const sampler_state *st = s->samp.count ? &s->samp : NULL; /* NULL: no penalties asked */
@@ -266,7 +235,7 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
         n_top = logprobs_compute(row, e->n_vocab, id, n_top, (logprob_entry *)lp);
     }
     if (r->t_first_token == 0.0) r->t_first_token = ifd_now_s();
-    s->tokens[s->n_tokens++] = id;
+    s->ss.tokens[s->ss.n_tokens++] = id;
     s->n_generated++;
     if (s->samp.count) sampler_state_accept(&s->samp, id);
     e->cnt.generated_tokens++;
@@ -287,33 +256,62 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
     } else if (stopped) {
         s->stop_reason = stop_str(s);
         seq_finish(e, s, INFERD_FINISH_STOP, &id, 1, e->text_buf, n_text, lp, n_top);
-    } else if (s->n_generated >= s->max_tokens || s->n_tokens >= e->max_model_len) {
+    } else if (s->n_generated >= s->max_tokens || s->ss.n_tokens >= e->max_model_len) {
         seq_finish(e, s, INFERD_FINISH_LENGTH, &id, 1, e->text_buf, n_text, lp, n_top);
     } else {
         emit(s, &id, 1, e->text_buf, n_text, lp, n_top);
     }
 }
 
-static void postprocess(inferd_engine *e) {
-    step_plan *p = &e->plan;
-    for (int32_t i = 0; i < p->n_seqs; i++) {
-        sequence *s = p->seqs[i];
-        s->n_computed += s->n_scheduled;
-        s->n_scheduled = 0;
-        kv_commit(e->kv, &s->kv, s->tokens, s->n_computed);
+/* Prompt logprobs of the rows of en: row j is that of position pos = (first fed) +
+ * n_tokens - n_logits + j and scores prompt token pos + 1. */
+static void store_prompt_logprobs(inferd_engine *e, const sched_entry *en) {
+    const sched_seq *q = en->seq;
+    request *r = seq_of(en->seq)->req;
+    if (!r->plp && !e->tap) return;
+    const int32_t first = q->n_computed + en->n_tokens - en->n_logits;
+    for (int32_t j = 0; j < en->n_logits; j++) {
+        const int32_t pos = first + j;
+        const float *row = e->logits + (size_t)(en->logits_first + j) * e->n_vocab;
+        if (e->tap && pos < r->n_prompt) e->tap(e->tap_user, r->id, pos, row, e->n_vocab);
+        if (pos + 1 >= r->n_prompt || !r->plp) continue;
+        logprobs_compute(row, e->n_vocab, r->prompt[pos + 1], r->plp_top,
+                         (logprob_entry *)(r->plp + (size_t)pos * (1 + r->plp_top)));
     }
+}
+
+static void postprocess(inferd_engine *e) {
+    const sched_plan *p = e->plan;
     for (int32_t i = 0; i < p->n_seqs; i++) {
-        sequence *s = p->seqs[i];
-        if (s->logits_row < 0) continue;
-        const float *row = e->logits + (size_t)s->logits_row * e->n_vocab;
-        s->logits_row = -1;
+        const sched_entry *en = &p->entries[i];
+        sched_seq *q = en->seq;
+        sequence *s = seq_of(q);
         request *r = s->req;
+        const bool ends_known = q->n_computed + en->n_tokens == q->n_tokens;
+        if (q->all_prompt_logits && en->n_logits > 0) store_prompt_logprobs(e, en);
+        const float *row = NULL;
+        if (ends_known && en->n_logits > 0)
+            row = e->logits + (size_t)(en->logits_first + en->n_logits - 1) * e->n_vocab;
+        /* every fed token is accepted (no speculation yet); the prefix cache gets them */
+        sched_commit(&e->sch, q, en->n_tokens);
+        if (!row) continue;
+        q->all_prompt_logits = false; /* the prompt's rows are in: a recompute needs one */
+        if (s->max_tokens == 0) {
+            /* the prompt only: every choice ends with no token (choice 0 first, with
+             * the prompt logprobs); none has forked, so r is in this entry alone */
+            request_end(e, r, INFERD_FINISH_LENGTH);
+            continue;
+        }
         if (s->index == 0 && r->n_seqs > 1 && !r->forked) {
-            fork_children(e, s);
-            /* children sample from the same logits row, each with its own RNG */
+            /* n > 1: the parent finished its prompt. Children that find a seat share
+             * its blocks and sample from its row now, each with its own RNG; the
+             * others wait and prefill the prompt themselves (prefix cache, batch
+             * invariance: the same logits, hence the same samples) */
+            r->forked = true;
+            sched_fork(&e->sch, q);
             for (int32_t c = r->n_seqs - 1; c >= 1; c--)
-                if (r->seqs[c].status == SEQ_RUNNING) seq_advance(e, &r->seqs[c], row);
-            /* the request may not be freed yet: the parent is still live */
+                if (r->seqs[c].ss.status == SCHED_RUNNING) seq_advance(e, &r->seqs[c], row);
+            /* r is not freed yet: the parent is still live */
         }
         seq_advance(e, s, row);
     }
@@ -325,13 +323,13 @@ static void update_stats(inferd_engine *e) {
     pthread_mutex_lock(&e->mu);
     e->stats.prompt_tokens = e->cnt.prompt_tokens;
     e->stats.generated_tokens = e->cnt.generated_tokens;
-    e->stats.preemptions = e->cnt.preemptions;
+    e->stats.preemptions = e->sch.n_preemptions;
     e->stats.steps = e->cnt.steps;
     e->stats.aborted = e->cnt.aborted;
-    e->stats.running = e->running.n;
+    e->stats.running = e->sch.running.n;
     e->stats.max_step_seqs = e->cnt.max_step_seqs;
     e->stats.max_step_tokens = e->cnt.max_step_tokens;
-    e->stats.waiting = e->waiting.n;
+    e->stats.waiting = e->sch.waiting.n;
     e->stats.kv_blocks_total = ks.n_blocks;
     e->stats.kv_blocks_used = ks.n_used;
     e->stats.kv_blocks_cached = ks.n_cached_evictable;
@@ -343,22 +341,34 @@ static void update_stats(inferd_engine *e) {
 /* One engine step; returns the number of live requests. */
 static int engine_step(inferd_engine *e) {
     drain_inbox(e);
-    sched_schedule(e);
-    if (e->plan.n_seqs > e->cnt.max_step_seqs) e->cnt.max_step_seqs = e->plan.n_seqs;
-    if (e->plan.n_tokens > e->cnt.max_step_tokens) e->cnt.max_step_tokens = e->plan.n_tokens;
-    if (e->plan.n_seqs > 0) {
+    const int32_t hard = e->opt.max_num_batched_tokens;
+    const int32_t mixed = sched_cost_budget(&e->cost, e->opt.max_step_ms, hard);
+    const sched_plan *p = e->plan = sched_schedule(&e->sch, mixed);
+    for (sched_seq *q; (q = sched_next_stuck(&e->sch));) finish_stuck(e, seq_of(q));
+    if (p->n_seqs > e->cnt.max_step_seqs) e->cnt.max_step_seqs = p->n_seqs;
+    if (p->n_tokens > e->cnt.max_step_tokens) e->cnt.max_step_tokens = p->n_tokens;
+    if (p->n_seqs > 0) {
+        const double now = ifd_now_s();
+        for (int32_t i = 0; i < p->n_seqs; i++) {
+            request *r = seq_of(p->entries[i].seq)->req;
+            if (r->t_first_sched == 0.0) {
+                r->t_first_sched = now;
+                r->cached_tokens = p->entries[i].seq->cached_tokens;
+            }
+        }
         int rc = runner_execute(e);
         if (rc) {
             /* a backend failure is an internal fault: fail the sequences of this step */
-            for (int32_t i = 0; i < e->plan.n_seqs; i++) {
-                e->plan.seqs[i]->n_scheduled = 0;
-                e->plan.seqs[i]->req->abort_requested = true;
+            for (int32_t i = 0; i < p->n_seqs; i++) {
+                p->entries[i].seq->n_scheduled = 0;
+                seq_of(p->entries[i].seq)->req->abort_requested = true;
             }
             for (request *r = e->live, *next; r; r = next) {
                 next = r->next_all;
                 if (r->abort_requested) request_end(e, r, INFERD_FINISH_ERROR);
             }
         } else {
+            sched_cost_observe(&e->cost, p->n_tokens, (ifd_now_s() - now) * 1e3);
             postprocess(e);
         }
         e->cnt.steps++;
@@ -487,12 +497,17 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                      "of %lld bytes holds %lld blocks of %d tokens",
                      was, e->max_model_len, (long long)budget, (long long)n_blocks, bs);
     }
+    /* logits rows: one per sequence, and every prompt token of a chunk for prompt
+     * logprobs, up to max_num_batched_tokens rows or 256 MiB of logits */
+    const int64_t rows_by_mem = ((int64_t)256 << 20) / ((int64_t)e->n_vocab * (int64_t)sizeof(float));
+    e->max_logits = (int32_t)IFD_MAX((int64_t)e->opt.max_num_seqs,
+                                     IFD_MIN((int64_t)e->opt.max_num_batched_tokens, rows_by_mem));
     backend_config bc = {.n_threads = o->n_threads,
                          .block_size = bs,
                          .n_blocks = (int32_t)n_blocks,
                          .max_batch_tokens = e->opt.max_num_batched_tokens,
                          .max_batch_seqs = e->opt.max_num_seqs,
-                         .max_logits = e->opt.max_num_seqs,
+                         .max_logits = e->max_logits,
                          .max_seq_len = e->max_model_len,
                          .reference = o->reference_kernels};
     if ((rc = backend_cpu_create(&e->be, e->m, &bc, err, err_bytes))) goto fail;
@@ -502,17 +517,26 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
         goto fail;
     }
     const size_t T = (size_t)e->opt.max_num_batched_tokens, S = (size_t)e->opt.max_num_seqs;
-    e->plan.seqs = calloc(S, sizeof(sequence *));
+    const size_t L = (size_t)e->max_logits;
+    const sched_config sc = {.max_num_seqs = e->opt.max_num_seqs,
+                             .max_num_batched_tokens = e->opt.max_num_batched_tokens,
+                             .max_logits = e->max_logits,
+                             .min_prefill_tokens = bs};
+    if ((rc = sched_init(&e->sch, &sc, e->kv))) {
+        ifd_errf(err, err_bytes, rc, "engine: cannot create the scheduler");
+        goto fail;
+    }
+    sched_cost_init(&e->cost);
     e->b_tokens = malloc(T * sizeof(int32_t));
     e->b_pos = malloc(T * sizeof(int32_t));
     e->b_slot = malloc(T * sizeof(int32_t));
     e->b_seq_start = malloc((S + 1) * sizeof(int32_t));
     e->b_ctx_len = malloc(S * sizeof(int32_t));
     e->b_block_table = calloc(S * (size_t)e->max_blocks_per_seq, sizeof(int32_t));
-    e->b_logits_idx = malloc(S * sizeof(int32_t));
+    e->b_logits_idx = malloc(L * sizeof(int32_t));
     e->copy_src = malloc(S * sizeof(int32_t));
     e->copy_dst = malloc(S * sizeof(int32_t));
-    e->logits = malloc(S * (size_t)e->n_vocab * sizeof(float));
+    e->logits = malloc(L * (size_t)e->n_vocab * sizeof(float));
     e->lp_buf = malloc((1 + INFERD_MAX_TOP_LOGPROBS) * sizeof(inferd_token_logprob));
     e->piece_cap = detok_piece_cap(e->m->tok);
     e->piece_buf = malloc(e->piece_cap);
@@ -523,7 +547,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     e->cap_abort = e->cap_spare = 1024;
     e->abort_ids = malloc((size_t)e->cap_abort * sizeof(uint64_t));
     e->abort_spare = malloc((size_t)e->cap_spare * sizeof(uint64_t));
-    if (!e->plan.seqs || !e->b_tokens || !e->b_pos || !e->b_slot || !e->b_seq_start ||
+    if (!e->b_tokens || !e->b_pos || !e->b_slot || !e->b_seq_start ||
         !e->b_ctx_len || !e->b_block_table || !e->b_logits_idx || !e->copy_src || !e->copy_dst ||
         !e->logits || !e->lp_buf || !e->piece_buf || !e->text_buf || !e->abort_ids ||
         !e->abort_spare ||
@@ -584,7 +608,7 @@ void inferd_engine_destroy(inferd_engine *e) {
     backend_destroy(e->be);
     model_destroy(e->m);
     sampler_scratch_deinit(&e->scratch);
-    free(e->plan.seqs);
+    sched_deinit(&e->sch);
     free(e->b_tokens);
     free(e->b_pos);
     free(e->b_slot);
@@ -615,10 +639,12 @@ static int check_sampling(const inferd_engine *e, const inferd_sampling *sp, cha
         BAD("repetition_penalty must be in (0, 100]");
     if (!(fabsf(sp->presence_penalty) <= 2.0f)) BAD("presence_penalty must be in [-2, 2]");
     if (!(fabsf(sp->frequency_penalty) <= 2.0f)) BAD("frequency_penalty must be in [-2, 2]");
-    if (sp->max_tokens < 1) BAD("max_tokens must be >= 1");
+    if (sp->max_tokens < 0) BAD("max_tokens must be >= 0");
     if (sp->n < 1 || sp->n > 128) BAD("n must be in [1, 128]");
     if (sp->logprobs < -1 || sp->logprobs > INFERD_MAX_TOP_LOGPROBS)
         BAD("top_logprobs must be in [0, %d]", INFERD_MAX_TOP_LOGPROBS);
+    if (sp->prompt_logprobs < -1 || sp->prompt_logprobs > INFERD_MAX_TOP_LOGPROBS)
+        BAD("prompt_logprobs must be in [0, %d]", INFERD_MAX_TOP_LOGPROBS);
     if (sp->n_stop < 0 || sp->n_stop > INFERD_MAX_STOP) BAD("at most %d stop strings", INFERD_MAX_STOP);
     if (sp->n_logit_bias < 0 || sp->n_logit_bias > 1024) BAD("logit_bias has too many entries");
     for (int32_t i = 0; i < sp->n_logit_bias; i++) {
@@ -687,6 +713,11 @@ int inferd_submit(inferd_engine *e, const inferd_request *q, uint64_t *id, char 
         ok = r->stop_ids != NULL;
         if (ok) memcpy(r->stop_ids, q->sampling.stop_token_ids, (size_t)r->sp.n_stop_token_ids * sizeof(int32_t));
     }
+    if (ok && r->sp.prompt_logprobs >= 0 && r->n_prompt > 1) {
+        r->plp_top = IFD_MIN(r->sp.prompt_logprobs, INFERD_MAX_TOP_LOGPROBS);
+        r->plp = calloc((size_t)(r->n_prompt - 1) * (size_t)(1 + r->plp_top), sizeof *r->plp);
+        ok = r->plp != NULL;
+    }
     if (!ok) {
         request_free(r);
         return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "out of memory");
@@ -716,14 +747,15 @@ int inferd_submit(inferd_engine *e, const inferd_request *q, uint64_t *id, char 
         sequence *s = &r->seqs[i];
         s->req = r;
         s->index = i;
-        s->status = i == 0 ? SEQ_NEW : SEQ_FORK_PENDING;
-        s->logits_row = -1;
+        s->ss.status = SCHED_NEW;
+        s->ss.n_prompt = r->n_prompt;
+        s->ss.all_prompt_logits = i == 0 && r->sp.prompt_logprobs >= 0;
         s->max_tokens = IFD_MIN(r->sp.max_tokens, max_new);
-        s->tokens = malloc((size_t)e->max_model_len * sizeof(int32_t));
-        ok = s->tokens != NULL;
+        s->ss.tokens = malloc((size_t)e->max_model_len * sizeof(int32_t));
+        ok = s->ss.tokens != NULL;
         if (ok) {
-            memcpy(s->tokens, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
-            s->n_tokens = r->n_prompt;
+            memcpy(s->ss.tokens, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+            s->ss.n_tokens = r->n_prompt;
             /* penalty counts (9 bytes x n_vocab) only when a penalty needs them: a
              * request of 64 prompts x n=8 on a 150k vocabulary would take 0.7 GB */
             ok = !penalties || (sampler_state_init(&s->samp, e->n_vocab) == 0 &&
@@ -771,6 +803,11 @@ void inferd_engine_stats(inferd_engine *e, inferd_stats *st) {
     pthread_mutex_lock(&e->mu);
     *st = e->stats;
     pthread_mutex_unlock(&e->mu);
+}
+
+void engine_set_logits_tap(inferd_engine *e, engine_logits_tap fn, void *user) {
+    e->tap = fn;
+    e->tap_user = user;
 }
 
 int32_t inferd_n_vocab(const inferd_engine *e) { return e->n_vocab; }

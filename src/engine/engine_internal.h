@@ -1,11 +1,12 @@
 /* engine_internal.h — the engine's private types: requests, sequences, queues, and the
- * per-step plan. Shared by engine.c (lifecycle, thread, postprocess), scheduler.c
- * (what runs this step) and runner.c (flatten the step into one batch).
+ * engine struct. Shared by engine.c (requests, inbox, thread, postprocess) and runner.c
+ * (flatten the scheduler's step plan into one batch). scheduler.c does not include it.
  * Everything here is owned by the engine thread except the inbox (mutex). */
 #ifndef INFERD_ENGINE_INTERNAL_H
 #define INFERD_ENGINE_INTERNAL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -14,42 +15,33 @@
 #include "../model/model.h"
 #include "../tokenizer/tokenizer.h"
 #include "inferd.h"
+#include "engine_tap.h"
 #include "kv_cache.h"
+#include "scheduler.h"
 #include "sampler.h"
 #include "stop.h"
 
-typedef enum seq_status {
-    SEQ_NEW = 0,      /* created at submit, not yet queued */
-    SEQ_WAITING = 1,  /* in the waiting queue (new or preempted) */
-    SEQ_RUNNING = 2,  /* in the running set */
-    SEQ_FORK_PENDING = 3, /* child of an n>1 request waiting for the parent's prefill */
-    SEQ_FINISHED = 4,
-} seq_status;
-
 struct request;
 
+/* One choice of a request. ss is the scheduler's view (queues, KV, token counts); the
+ * rest is the engine's (sampling, detokenizing, stop matching). */
 typedef struct sequence {
+    sched_seq ss;         /* ss.tokens: prompt + generated, capacity max_model_len */
     struct request *req;
     int32_t index;        /* choice index */
-    seq_status status;
-    kv_seq kv;
-    bool kv_ready;        /* kv_seq_init done */
-    int32_t *tokens;      /* prompt + generated; capacity max_model_len */
-    int32_t n_tokens;     /* known tokens */
-    int32_t n_computed;   /* tokens whose KV is in the cache */
     int32_t n_generated;
-    int32_t max_tokens;   /* generation cap for this sequence */
-    int32_t n_scheduled;  /* tokens fed this step */
-    int32_t logits_row;   /* row in the step's logits, or -1 */
-    uint64_t admit_seq;   /* admission order (preemption picks the largest) */
+    int32_t max_tokens;   /* generation cap for this sequence (0: the prompt only) */
     ifd_rng rng;
     sampler_state samp;   /* penalty counts etc. */
     tok_detok detok;
     stop_matcher stop;
     inferd_finish_reason finish;
     const char *stop_reason;
-    struct sequence *prev, *next; /* queue links (waiting or running) */
 } sequence;
+
+static inline sequence *seq_of(sched_seq *q) {
+    return (sequence *)(void *)((char *)q - offsetof(sequence, ss));
+}
 
 typedef struct request {
     uint64_t id;
@@ -66,6 +58,11 @@ typedef struct request {
     int32_t *prompt;
     int32_t n_prompt;
     int32_t cached_tokens;
+    /* prompt logprobs (sp.prompt_logprobs >= 0): entry i-1 for prompt token i, each
+     * 1 + plp_top entries; filled chunk by chunk, sent on choice 0's first event */
+    inferd_token_logprob *plp; /* [(n_prompt - 1) * (1 + plp_top)] */
+    int32_t plp_top;
+    bool plp_sent;
     sequence *seqs;       /* n */
     int32_t n_seqs;
     int32_t n_live;       /* sequences not finished */
@@ -75,27 +72,6 @@ typedef struct request {
     struct request *next_all; /* engine's list of live requests */
     struct request *next_inbox;
 } request;
-
-typedef struct seq_queue {
-    sequence *head, *tail;
-    int32_t n;
-} seq_queue;
-
-void seq_queue_push_back(seq_queue *q, sequence *s);
-void seq_queue_push_front(seq_queue *q, sequence *s);
-void seq_queue_remove(seq_queue *q, sequence *s);
-/* Insert into the waiting queue in (priority, arrival) order; preempted sequences go
- * to the head of their priority band. */
-void seq_queue_insert_waiting(seq_queue *q, sequence *s, bool preempted);
-
-/* The step plan: which sequences run and how many tokens each feeds. */
-typedef struct step_plan {
-    sequence **seqs;      /* [max_num_seqs]: n_seqs <= max_num_seqs, n_logits <= n_seqs,
-                             n_tokens <= max_num_batched_tokens (asserted in plan_add) */
-    int32_t n_seqs;
-    int32_t n_tokens;
-    int32_t n_logits;
-} step_plan;
 
 struct inferd_engine {
     inferd_engine_options opt;
@@ -107,14 +83,15 @@ struct inferd_engine {
     int32_t n_vocab;
 
     /* engine-thread state */
-    seq_queue waiting, running;
+    sched sch;            /* queues, admission, preemption, forks, the step plan */
+    sched_cost cost;      /* measured forward cost: the token budget of mixed steps */
+    const sched_plan *plan; /* this step's */
     request *live;        /* all live requests */
-    uint64_t admit_counter;
-    step_plan plan;
     /* flat batch buffers */
     int32_t *b_tokens, *b_pos, *b_slot, *b_seq_start, *b_ctx_len, *b_block_table, *b_logits_idx;
     int32_t *copy_src, *copy_dst;
-    float *logits;        /* [max_num_seqs][n_vocab] */
+    int32_t max_logits;   /* logits rows per step (>= max_num_seqs; prompt logprobs) */
+    float *logits;        /* [max_logits][n_vocab] */
     sampler_scratch scratch;
     inferd_token_logprob *lp_buf;
     char *piece_buf;      /* [piece_cap]: one token's text from the detokenizer */
@@ -123,6 +100,8 @@ struct inferd_engine {
     size_t text_cap;
     ifd_rng seed_rng;     /* under mu */
     inferd_stats cnt;     /* engine-thread counters, published into stats by update_stats */
+    engine_logits_tap tap; /* engine_tap.h: prompt rows for `inferd logits`, or NULL */
+    void *tap_user;
 
     /* cross-thread inbox */
     pthread_mutex_t mu;
@@ -146,15 +125,7 @@ struct inferd_engine {
     uv_sem_t started;
 };
 
-/* scheduler.c */
-void sched_schedule(inferd_engine *e);
-/* runner.c */
+/* runner.c: flatten e->plan into the batch descriptor and run the forward */
 int runner_execute(inferd_engine *e);
-/* engine.c */
-void engine_preempt(inferd_engine *e, sequence *s);
-/* s cannot get KV blocks even with nothing left to preempt: finish it (length), with
- * its never-forked siblings if it is an n > 1 parent. s leaves the queues; its request
- * may be freed. */
-void engine_finish_stuck(inferd_engine *e, sequence *s);
 
 #endif

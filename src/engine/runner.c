@@ -6,7 +6,7 @@
 #include "engine_internal.h"
 
 int runner_execute(inferd_engine *e) {
-    const step_plan *p = &e->plan;
+    const sched_plan *p = e->plan;
     if (p->n_seqs == 0) return IFD_OK;
     int32_t n_copies;
     while ((n_copies = kv_take_copies(e->kv, e->copy_src, e->copy_dst, e->opt.max_num_seqs)) > 0)
@@ -15,21 +15,24 @@ int runner_execute(inferd_engine *e) {
     const int32_t mb = e->max_blocks_per_seq;
     int32_t t = 0;
     for (int32_t i = 0; i < p->n_seqs; i++) {
-        sequence *s = p->seqs[i];
+        const sched_entry *en = &p->entries[i];
+        const sched_seq *s = en->seq;
         e->b_seq_start[i] = t;
-        for (int32_t j = 0; j < s->n_scheduled; j++, t++) {
+        for (int32_t j = 0; j < en->n_tokens; j++, t++) {
             const int32_t pos = s->n_computed + j;
             e->b_tokens[t] = s->tokens[pos];
             e->b_pos[t] = pos;
             e->b_slot[t] = kv_slot(e->kv, &s->kv, pos);
         }
-        e->b_ctx_len[i] = s->n_computed + s->n_scheduled;
+        e->b_ctx_len[i] = s->n_computed + en->n_tokens;
         memcpy(e->b_block_table + (size_t)i * mb, s->kv.blocks,
                (size_t)s->kv.n_blocks * sizeof(int32_t));
-        if (s->logits_row >= 0) e->b_logits_idx[s->logits_row] = t - 1;
+        /* the rows of the entry's last n_logits tokens */
+        for (int32_t j = 0; j < en->n_logits; j++)
+            e->b_logits_idx[en->logits_first + j] = t - en->n_logits + j;
     }
     e->b_seq_start[p->n_seqs] = t;
-    IFD_ASSERT(t == p->n_tokens);
+    IFD_ASSERT(t == p->n_tokens && p->n_logits <= e->max_logits);
     const ifd_batch b = {.n_tokens = t,
                          .token_ids = e->b_tokens,
                          .positions = e->b_pos,

@@ -69,8 +69,10 @@ static const cfg_opt OPTS[] = {
      "reuse cached KV blocks of shared prompt prefixes"},
     {"reference-kernels", NULL, E, CFG_BOOL, O(reference_kernels), "false", 0, 0, NULL, false,
      "CPU plain C reference kernels (slow; for tests)"},
-    {"max-step-ms", NULL, E, CFG_FLOAT, O(max_step_ms), "0", 0, 1e6, NULL, false,
-     "decode stall bound: a step that mixes prefill chunks with decodes is sized to take at most this long (0 = off)"},
+    /* default: inferd_engine_options_default's, measured (see the comment there) */
+    {"max-step-ms", NULL, E, CFG_FLOAT, O(max_step_ms), "200", 0, 600000, NULL,
+     false, "a step that mixes prefill with decodes is sized to take at most this long (decode "
+            "stall bound, from the measured cost per token; 0 = only max-num-batched-tokens)"},
     /* ---- serve ---- */
     {"served-model-name", NULL, S, CFG_STR, O(served_model_name), NULL, 0, 0, NULL, false,
      "model name(s) the API answers to, comma-separated (default: the file's base name, with and without .gguf)"},

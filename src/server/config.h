@@ -83,13 +83,13 @@ typedef struct server_config {
     int64_t threads;
     int64_t max_num_seqs;
     int64_t max_num_batched_tokens;
+    double max_step_ms;
     int64_t kv_cache_memory; /* bytes; 0 = kv_cache_fraction */
     double kv_cache_fraction;
     int64_t block_size;
     int64_t max_model_len;
     bool enable_prefix_caching;
     bool reference_kernels;
-    double max_step_ms;
     /* logging */
     bool log_requests;
     bool log_prompts;

@@ -1,0 +1,21 @@
+/* engine_tap.h — a private hook on the engine for tools (`inferd logits`) and tests:
+ * the full logits rows of the prompt of requests that ask for prompt logprobs.
+ * Not part of the public API (inferd.h); the server never sets it.
+ *
+ * Thread: the tap runs on the engine thread, in postprocess, once per prompt position
+ * whose row a step computed (positions 0 .. n_prompt-1; row p scores token p+1, the
+ * last one the first generated token), before sampling. Set it before the first
+ * submit; with a threaded engine it must not block. */
+#ifndef INFERD_ENGINE_TAP_H
+#define INFERD_ENGINE_TAP_H
+
+#include <stdint.h>
+
+#include "inferd.h"
+
+/* row: [n_vocab] raw logits, valid during the call only */
+typedef void (*engine_logits_tap)(void *user, uint64_t request_id, int32_t pos, const float *row,
+                                  int32_t n_vocab);
+void engine_set_logits_tap(inferd_engine *e, engine_logits_tap fn, void *user);
+
+#endif
