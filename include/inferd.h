@@ -1,13 +1,15 @@
 /* inferd.h — the public C API: embed the inferd engine without HTTP.
  *
- * Create an engine from a model path and options, submit requests (prompt token ids +
- * sampling parameters), receive output through a callback (or by draining it with
- * abort, destroy. The engine runs its own thread (a libuv loop) that
- * batches every live request into one forward pass per step.
+ * Create an engine from a model path and options, tokenize text or render a chat
+ * template with the model's vocabulary, submit requests (prompt token ids + sampling
+ * parameters), receive output through a callback, abort, destroy. The engine runs its
+ * own thread (a libuv loop) that batches every live request into one forward pass per
+ * step. This header stands alone: it needs only the C standard library.
  *
- * Thread-safety: inferd_submit, inferd_abort, inferd_engine_stats and the
- * tokenizer helpers may be called from any thread. Output callbacks run on the engine
- * thread and must not block or call back into the engine except inferd_abort. */
+ * Thread-safety: inferd_submit, inferd_abort, inferd_engine_stats, the model facts and
+ * the tokenizer / chat-template functions may be called from any thread. Output
+ * callbacks run on the engine thread and must not block or call back into the engine
+ * except inferd_abort. */
 #ifndef INFERD_H
 #define INFERD_H
 
@@ -20,6 +22,23 @@ extern "C" {
 #endif
 
 typedef struct inferd_engine inferd_engine;
+
+/* Status codes: 0 or one of these negative values (the same numbers as the
+ * implementation's status list). */
+enum {
+    INFERD_OK = 0,
+    INFERD_ERR_NOMEM = -1,
+    INFERD_ERR_IO = -2,
+    INFERD_ERR_FORMAT = -3,       /* invalid or corrupt file */
+    INFERD_ERR_UNSUPPORTED = -4,
+    INFERD_ERR_INVALID = -5,      /* invalid argument */
+    INFERD_ERR_NOT_FOUND = -6,
+    INFERD_ERR_LIMIT = -7,        /* a size or time limit */
+    INFERD_ERR_INTERNAL = -8,
+    INFERD_ERR_TEMPLATE = -9,     /* a chat template failed to parse or raised */
+    INFERD_ERR_BUSY = -10,        /* shutting down */
+    INFERD_ERR_ABORTED = -11,
+};
 
 typedef struct inferd_engine_options {
     const char *model_path;
@@ -162,12 +181,60 @@ typedef struct inferd_stats {
 
 void inferd_engine_stats(inferd_engine *e, inferd_stats *st);
 
-/* Model facts and tokenizer access (thread-safe). */
+/* Model facts (thread-safe). */
 int32_t inferd_n_vocab(const inferd_engine *e);
 int32_t inferd_max_model_len(const inferd_engine *e);
 const char *inferd_model_name(const inferd_engine *e);
-struct model;
-const struct model *inferd_model(const inferd_engine *e);
+
+/* ---- tokenizer and chat template (thread-safe; read-only model data) ---- */
+
+/* Special token ids, or -1 when the vocabulary has none. */
+int32_t inferd_token_bos(const inferd_engine *e);
+int32_t inferd_token_eos(const inferd_engine *e);
+/* EOS, EOT, EOM and similar ids that end a generation. */
+bool inferd_token_is_eog(const inferd_engine *e, int32_t id);
+
+/* Token ids of text[0..n) (any bytes; need not be NUL-terminated) into out[0..cap).
+ * add_special: BOS / EOS as the vocabulary asks (add_bos_token / add_eos_token), as
+ * llama.cpp's add_special; parse_special: control tokens spelled in the text become
+ * those tokens (else they are tokenized as plain text — use false for untrusted text).
+ * Returns the number of tokens; when that is more than cap, out holds the first cap
+ * and the caller retries with a buffer of the returned size (out may be NULL with cap
+ * 0 to ask for the size). Negative: INFERD_ERR_INVALID (NULL text with n > 0, cap < 0),
+ * INFERD_ERR_LIMIT (more than INT32_MAX tokens), INFERD_ERR_NOMEM. */
+int32_t inferd_tokenize(const inferd_engine *e, const char *text, size_t n, bool add_special,
+                        bool parse_special, int32_t *out, int32_t cap);
+
+/* The text of ids[0..n): the concatenation of their pieces (raw bytes; may be
+ * invalid UTF-8 when the ids cut a character). render_special: control tokens as their
+ * text (else nothing). Writes at most cap - 1 bytes and a NUL (when cap > 0) and
+ * returns the full length without the NUL, like snprintf: a result >= cap means it was
+ * cut. Negative: INFERD_ERR_INVALID (an id outside [0, n_vocab), n < 0),
+ * INFERD_ERR_NOMEM. */
+int64_t inferd_detokenize(const inferd_engine *e, const int32_t *ids, int32_t n, bool render_special,
+                          char *out, size_t cap);
+
+/* One token's piece as it appears in output text (SentencePiece's U+2581 as a space,
+ * byte tokens as the raw byte), with the same convention as inferd_detokenize; no
+ * NUL is written when cap is 0. Negative: INFERD_ERR_INVALID (id out of range). */
+int32_t inferd_token_to_piece(const inferd_engine *e, int32_t id, bool render_special, char *out,
+                              size_t cap);
+
+/* Render the model's chat template (tokenizer.chat_template; ChatML when the model has
+ * none) as transformers' apply_chat_template does. messages_json is JSON text: an
+ * array of messages ({"role": ..., "content": ...}), or an object holding the whole
+ * template context ("messages" and any other variables, e.g. "tools"); bos_token and
+ * eos_token are the vocabulary's unless the object gives them, and
+ * add_generation_prompt is the argument's. On success *out is a malloc'ed
+ * NUL-terminated string (free() it) and *out_bytes (may be NULL) its length. The text
+ * holds the messages verbatim: tokenize it with parse_special only when their
+ * content is trusted. Returns 0, or INFERD_ERR_INVALID (not JSON, no messages array),
+ * INFERD_ERR_TEMPLATE (the template does not parse, or raised: its message in err),
+ * INFERD_ERR_LIMIT (rendering took more than 2 s or 4 MiB), INFERD_ERR_NOMEM; err
+ * (may be NULL) gets one line. */
+int inferd_apply_chat_template(const inferd_engine *e, const char *messages_json,
+                               bool add_generation_prompt, char **out, size_t *out_bytes, char *err,
+                               size_t err_bytes);
 
 #ifdef __cplusplus
 }

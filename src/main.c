@@ -12,11 +12,11 @@ typedef struct command {
 
 static const command COMMANDS[] = {
     {"serve", cli_serve, "OpenAI-compatible HTTP server: [-m FILE] [--host H] [--port P] ... (serve --help)"},
-    {"generate", cli_generate, "generate a completion: -m FILE -p TEXT [-n N] [--temp T] [--seed S] [--ids]"},
+    {"generate", cli_generate, "generate a completion: -m FILE -p TEXT [-n N] [--temp T] [--seed S] [--ids] ... (generate --help)"},
     {"tokenize", cli_tokenize, "print token ids: -m FILE [--bos] (TEXT | -f TEXTFILE), or --chat REQUEST.json"},
     {"info", cli_info, "describe a model file: -m FILE"},
     {"logits", cli_logits, "print the logits of every position: -m FILE --ids \"1 2 3\""},
-    {"bench", cli_bench, "offline throughput: -m FILE [--num-requests N] [--input-len-range A:B] [--output-len-range C:D] [--seed S] ..."},
+    {"bench", cli_bench, "offline throughput: -m FILE [--num-requests N] [--input-len-range A:B] [--output-len-range C:D] ... (bench --help)"},
     {"chat-template", cli_chat_template, "render a chat template: -t FILE.jinja -i CASE.json"},
 };
 

@@ -2,7 +2,8 @@
  * bench.py. Random prompts (normal vocabulary tokens), ignore_eos, fixed output
  * lengths drawn from a range; all requests submitted at once (or at --request-rate
  * per second, Poisson), run through the threaded engine. Prints a readable table and,
- * as the last line, one JSON object with the figures. */
+ * as the last line, one JSON object with the figures. Options: the shared engine
+ * entries and bench's own in src/server/config.c's table (`inferd bench --help`). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,8 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../engine/engine_model.h"
 #include "../engine/sampler.h"
 #include "../model/model.h"
+#include "../server/config.h"
 #include "../tokenizer/tokenizer.h"
 #include "../util/common.h"
 #include "cli.h"
@@ -62,19 +65,6 @@ static void on_output(const inferd_output *o, void *user) {
     }
 }
 
-static bool parse_range(const char *s, int64_t *a, int64_t *b) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", s);
-    char *colon = strchr(buf, ':');
-    if (!colon) {
-        if (!cli_parse_i64(buf, 1, 1 << 24, a)) return false;
-        *b = *a;
-        return true;
-    }
-    *colon = 0;
-    return cli_parse_i64(buf, 1, 1 << 24, a) && cli_parse_i64(colon + 1, 1, 1 << 24, b) && *a <= *b;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -89,74 +79,29 @@ static double pct(double *v, int n, double p) {
 }
 
 int cli_bench(int argc, char **argv) {
+    server_config c;
+    config_init(&c, CFG_CMD_BENCH);
+    char err[512];
+    int rc = config_load(&c, argc, argv, err, sizeof err);
+    if (rc || !c.model) {
+        if (rc < 0) fprintf(stderr, "inferd bench: %s\n", err);
+        else if (!rc) fprintf(stderr, "inferd bench: -m FILE is required (see --help)\n");
+        server_config_deinit(&c);
+        return rc > 0 ? 0 : 2;
+    }
     inferd_engine_options eo;
     inferd_engine_options_default(&eo);
-    int64_t n_req = 64, in_lo = 64, in_hi = 512, out_lo = 64, out_hi = 256, seed = 0, iv;
-    float rate = 0.0f;
-    const char *scenario = "offline";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true;
-        if (!strcmp(a, "--no-prefix-caching")) {
-            eo.enable_prefix_caching = false;
-            continue;
-        } else if (!strcmp(a, "--reference")) {
-            eo.reference_kernels = true;
-            continue;
-        } else if (!v) {
-            ok = false;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            eo.model_path = v;
-        } else if (!strcmp(a, "--num-requests")) {
-            ok = cli_parse_i64(v, 1, 1000000, &n_req);
-        } else if (!strcmp(a, "--input-len-range")) {
-            ok = parse_range(v, &in_lo, &in_hi);
-        } else if (!strcmp(a, "--output-len-range")) {
-            ok = parse_range(v, &out_lo, &out_hi);
-        } else if (!strcmp(a, "--seed")) {
-            ok = cli_parse_i64(v, 0, INT64_MAX, &seed);
-        } else if (!strcmp(a, "--request-rate")) {
-            ok = cli_parse_f32(v, 0.0f, 1e6f, &rate);
-        } else if (!strcmp(a, "--scenario")) {
-            scenario = v;
-            ok = !strcmp(v, "offline") || !strcmp(v, "chunked");
-        } else if (!strcmp(a, "--max-num-seqs")) {
-            ok = cli_parse_i64(v, 1, 4096, &iv);
-            eo.max_num_seqs = (int32_t)iv;
-        } else if (!strcmp(a, "--max-num-batched-tokens")) {
-            ok = cli_parse_i64(v, 1, 1 << 20, &iv);
-            eo.max_num_batched_tokens = (int32_t)iv;
-        } else if (!strcmp(a, "--max-model-len")) {
-            ok = cli_parse_i64(v, 1, 1 << 24, &iv);
-            eo.max_model_len = (int32_t)iv;
-        } else if (!strcmp(a, "--block-size")) {
-            ok = cli_parse_i64(v, 1, 1024, &iv);
-            eo.block_size = (int32_t)iv;
-        } else if (!strcmp(a, "--kv-cache-memory")) {
-            ok = cli_parse_i64(v, 1, INT64_MAX, &iv);
-            eo.kv_cache_bytes = iv;
-        } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
-            ok = cli_parse_i64(v, 0, 1024, &iv);
-            eo.n_threads = (int)iv;
-        } else {
-            fprintf(stderr, "inferd bench: unknown option '%s'\n", a);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "inferd bench: bad or missing value for %s\n", a);
-            return 2;
-        }
-        i++;
-    }
-    if (!eo.model_path) {
-        fprintf(stderr, "inferd bench: usage: -m FILE [--num-requests N] [--input-len-range A:B] "
-                        "[--output-len-range C:D] [--seed S] [engine options]\n");
-        return 2;
-    }
-    const bool chunked = !strcmp(scenario, "chunked");
-    char err[512];
+    config_engine_options(&c, &eo);
+    int64_t n_req = c.num_requests, in_lo = c.input_len[0], in_hi = c.input_len[1],
+            out_lo = c.output_len[0], out_hi = c.output_len[1];
+    const uint64_t seed = c.seed;
+    const float rate = (float)c.request_rate;
+    const bool chunked = c.scenario == 1;
+    const char *scenario = chunked ? "chunked" : "offline";
     inferd_engine *e = NULL;
-    if (inferd_engine_create(&e, &eo, err, sizeof err)) {
+    rc = inferd_engine_create(&e, &eo, err, sizeof err);
+    server_config_deinit(&c); /* the rest is copied out; the engine keeps no option pointer */
+    if (rc) {
         fprintf(stderr, "inferd bench: %s\n", err);
         return 1;
     }

@@ -1,17 +1,17 @@
-/* cmd_generate.c — `inferd generate -m FILE -p TEXT [-n N] [--temp T] [--seed S]
- * [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--stop S]... [--ids]
- * [--threads N] [-v]`: one completion through the engine API (driven in this thread).
- * Prints the text as it is generated (UTF-8 safe, stop strings held back), or with
- * --ids the generated token ids on one line. BOS is added when the vocabulary says so. */
+/* cmd_generate.c — `inferd generate -m FILE -p TEXT [options]`: one completion through
+ * the engine API (driven in this thread). Prints the text as it is generated (UTF-8
+ * safe, stop strings held back), or with --ids the generated token ids on one line.
+ * BOS is added when the vocabulary says so. Options: the shared engine entries and
+ * generate's own in src/server/config.c's table (`inferd generate --help`). It talks
+ * to the engine through the public API (include/inferd.h) alone. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "../model/model.h"
-#include "../tokenizer/tokenizer.h"
+#include "../server/config.h"
 #include "../util/common.h"
 #include "cli.h"
-#include "cli_util.h"
 #include "inferd.h"
 
 typedef struct gen_ctx {
@@ -38,99 +38,57 @@ static void on_output(const inferd_output *o, void *user) {
 }
 
 int cli_generate(int argc, char **argv) {
-    const char *prompt = NULL;
-    inferd_engine_options eo;
-    inferd_engine_options_default(&eo);
-    eo.threaded = false;
-    eo.max_num_seqs = 1;
-    inferd_sampling sp;
-    inferd_sampling_default(&sp);
-    sp.temperature = 0.8f;
-    sp.top_k = 40;
-    sp.top_p = 0.95f;
-    sp.min_p = 0.05f;
-    sp.max_tokens = 128;
-    sp.has_seed = true;
-    sp.seed = (uint64_t)time(NULL);
-    const char *stops[INFERD_MAX_STOP];
-    bool print_ids = false, verbose = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t iv = 0;
-        bool ok = true;
-        if (!strcmp(a, "--ids")) {
-            print_ids = true;
-            continue;
-        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-            verbose = true;
-            continue;
-        } else if (!strcmp(a, "--ignore-eos")) {
-            sp.ignore_eos = true;
-            continue;
-        } else if (!strcmp(a, "--reference")) {
-            eo.reference_kernels = true;
-            continue;
-        } else if (!v) {
-            ok = false;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            eo.model_path = v;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            prompt = v;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            ok = cli_parse_i64(v, 0, 1 << 24, &iv);
-            sp.max_tokens = (int32_t)iv;
-        } else if (!strcmp(a, "--temp")) {
-            ok = cli_parse_f32(v, 0.0f, 100.0f, &sp.temperature);
-        } else if (!strcmp(a, "--top-k")) {
-            ok = cli_parse_i64(v, 0, INT32_MAX, &iv);
-            sp.top_k = (int32_t)iv;
-        } else if (!strcmp(a, "--top-p")) {
-            ok = cli_parse_f32(v, 0.0f, 1.0f, &sp.top_p) && sp.top_p > 0.0f;
-        } else if (!strcmp(a, "--min-p")) {
-            ok = cli_parse_f32(v, 0.0f, 1.0f, &sp.min_p);
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            ok = cli_parse_f32(v, 0.01f, 100.0f, &sp.repetition_penalty);
-        } else if (!strcmp(a, "--stop")) {
-            ok = sp.n_stop < INFERD_MAX_STOP && v[0];
-            if (ok) stops[sp.n_stop++] = v;
-        } else if (!strcmp(a, "--seed")) {
-            ok = cli_parse_u64(v, &sp.seed);
-        } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
-            ok = cli_parse_i64(v, 0, 1024, &iv);
-            eo.n_threads = (int)iv;
-        } else if (!strcmp(a, "--max-num-batched-tokens") || !strcmp(a, "-b")) {
-            ok = cli_parse_i64(v, 1, 1 << 20, &iv);
-            eo.max_num_batched_tokens = (int32_t)iv;
-        } else {
-            fprintf(stderr, "inferd generate: unknown option '%s'\n", a);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "inferd generate: bad or missing value for %s\n", a);
-            return 2;
-        }
-        i++;
+    server_config c;
+    config_init(&c, CFG_CMD_GENERATE);
+    char err[512];
+    int rc = config_load(&c, argc, argv, err, sizeof err);
+    if (rc) {
+        if (rc < 0) fprintf(stderr, "inferd generate: %s\n", err);
+        server_config_deinit(&c);
+        return rc > 0 ? 0 : 2;
     }
-    if (!eo.model_path || !prompt) {
-        fprintf(stderr, "inferd generate: usage: -m FILE -p TEXT [-n N] [--temp T] [--seed S] [--ids]\n");
+    if (!c.model || !c.prompt || c.top_p <= 0) {
+        fprintf(stderr, "inferd generate: %s (see --help)\n",
+                c.top_p <= 0 ? "--top-p must be > 0" : "-m FILE and -p TEXT are required");
+        server_config_deinit(&c);
         return 2;
     }
-    sp.stop = stops;
-    char err[512];
+    inferd_engine_options eo;
+    inferd_engine_options_default(&eo);
+    config_engine_options(&c, &eo);
+    eo.threaded = false;
+    inferd_sampling sp;
+    inferd_sampling_default(&sp);
+    sp.temperature = (float)c.temp;
+    sp.top_k = (int32_t)c.top_k;
+    sp.top_p = (float)c.top_p;
+    sp.min_p = (float)c.min_p;
+    sp.repetition_penalty = (float)c.repeat_penalty;
+    sp.max_tokens = (int32_t)c.n_predict;
+    sp.ignore_eos = c.ignore_eos;
+    sp.has_seed = true;
+    sp.seed = config_given(&c, "seed") ? c.seed : (uint64_t)time(NULL);
+    sp.stop = (const char *const *)c.stop.v;
+    sp.n_stop = c.stop.n;
+    const char *prompt = c.prompt;
+    const bool print_ids = c.print_ids, verbose = c.verbose;
     inferd_engine *e = NULL;
     int32_t *ids = NULL;
-    size_t n_ids = 0;
+    int32_t n_ids = 0;
     gen_ctx g = {.print_ids = print_ids};
     int ret = 1;
-    /* One sequence: the pool is capped at what max_num_seqs can use anyway. */
-    eo.kv_cache_fraction = 0.05;
+    /* One sequence (generate's defaults: max-num-seqs 1, kv-cache-fraction 0.05). */
     if (inferd_engine_create(&e, &eo, err, sizeof err)) {
         fprintf(stderr, "inferd generate: %s\n", err);
+        server_config_deinit(&c);
         return 1;
     }
     if (err[0]) fprintf(stderr, "inferd generate: warning: %s\n", err);
-    const model *m = inferd_model(e);
-    if (tok_encode(m->tok, prompt, strlen(prompt), TOK_ENC_ADD_BOS, &ids, &n_ids)) {
+    /* the prompt is the user's own text: control tokens in it are not parsed (as before) */
+    n_ids = inferd_tokenize(e, prompt, strlen(prompt), true, false, NULL, 0);
+    if (n_ids > 0 && (ids = malloc(sizeof(int32_t) * (size_t)n_ids)))
+        n_ids = inferd_tokenize(e, prompt, strlen(prompt), true, false, ids, n_ids);
+    if (n_ids < 0 || (n_ids > 0 && !ids)) {
         fprintf(stderr, "inferd generate: cannot tokenize the prompt\n");
         goto done;
     }
@@ -139,8 +97,8 @@ int cli_generate(int argc, char **argv) {
         goto done;
     }
     const int32_t n_ctx = inferd_max_model_len(e);
-    if ((int64_t)n_ids >= n_ctx) {
-        fprintf(stderr, "inferd generate: the prompt has %zu tokens; the context length is %d\n",
+    if (n_ids >= n_ctx) {
+        fprintf(stderr, "inferd generate: the prompt has %d tokens; the context length is %d\n",
                 n_ids, n_ctx);
         goto done;
     }
@@ -152,7 +110,7 @@ int cli_generate(int argc, char **argv) {
     g.cap = sp.max_tokens;
     g.ids = malloc((size_t)g.cap * sizeof(int32_t));
     if (!g.ids) goto done;
-    inferd_request q = {.prompt = ids, .n_prompt = (int32_t)n_ids, .sampling = sp, .cb = on_output,
+    inferd_request q = {.prompt = ids, .n_prompt = n_ids, .sampling = sp, .cb = on_output,
                         .user = &g};
     const double t0 = ifd_now_s();
     if (inferd_submit(e, &q, NULL, err, sizeof err)) {
@@ -168,13 +126,13 @@ int cli_generate(int argc, char **argv) {
     if (print_ids) {
         /* an end-of-generation token ends the output without being part of it */
         int32_t n = g.n_ids;
-        if (n > 0 && g.reason == INFERD_FINISH_STOP && tok_is_eog(m->tok, g.ids[n - 1]) && !sp.ignore_eos) n--;
+        if (n > 0 && g.reason == INFERD_FINISH_STOP && inferd_token_is_eog(e, g.ids[n - 1]) && !sp.ignore_eos) n--;
         for (int32_t i = 0; i < n; i++) printf(i ? " %d" : "%d", g.ids[i]);
     }
     printf("\n");
     if (verbose) {
         const double t1 = ifd_now_s();
-        fprintf(stderr, "prompt %zu tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.2f tok/s)\n",
+        fprintf(stderr, "prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.2f tok/s)\n",
                 n_ids, g.t_first - t0, (double)n_ids / (g.t_first - t0), g.n_ids, t1 - g.t_first,
                 g.n_ids > 1 ? (double)(g.n_ids - 1) / (t1 - g.t_first) : 0.0);
     }
@@ -183,5 +141,6 @@ done:
     free(g.ids);
     free(ids);
     inferd_engine_destroy(e);
+    server_config_deinit(&c);
     return ret;
 }

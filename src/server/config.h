@@ -1,7 +1,14 @@
-/* config.h — the server's configuration: one declarative table (config.c) of every
- * option with its type, default, bounds and help. The table drives, in increasing
- * precedence, the defaults, the JSON config file (--config), INFERD_* environment
- * variables and --flags; it also prints --help and the effective-config log line.
+/* config.h — the configuration of `serve`, `generate` and `bench`: one declarative
+ * table (config.c) of every option with its type, default, bounds, help and the
+ * commands it belongs to. The engine options (model, threads, KV cache, batching ...)
+ * are one set of entries shared by all three commands, under the same names; each
+ * command adds its own entries (serve: network and limits; generate: prompt and
+ * sampling; bench: the request mix).
+ *
+ * For serve the table drives, in increasing precedence, the defaults, the JSON config
+ * file (--config), INFERD_* environment variables and --flags; generate and bench read
+ * only their defaults and --flags. The table also prints each command's --help and
+ * serve's effective-config log line.
  * Main thread only (parsed once at startup; read-only afterwards). */
 #ifndef INFERD_SERVER_CONFIG_H
 #define INFERD_SERVER_CONFIG_H
@@ -10,6 +17,23 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "inferd.h"
+
+/* The commands the table serves (a bit set in each entry). */
+typedef enum cfg_cmd {
+    CFG_CMD_SERVE = 1 << 0,
+    CFG_CMD_GENERATE = 1 << 1,
+    CFG_CMD_BENCH = 1 << 2,
+} cfg_cmd;
+
+#define CFG_MAX_OPTS 128 /* table entries at most (config.c checks) */
+#define CFG_MAX_LIST 16  /* values of a repeatable option (--stop) */
+
+typedef struct cfg_strlist { /* a repeatable string option: every occurrence appends */
+    char *v[CFG_MAX_LIST];
+    int n;
+} cfg_strlist;
 
 typedef enum max_tokens_policy {
     MAXTOK_CLAMP = 0,  /* max_tokens past the context is clamped to what is left */
@@ -70,18 +94,46 @@ typedef struct server_config {
     bool log_requests;
     bool log_prompts;
     bool log_health;
+    /* generate */
+    char *prompt;
+    int64_t n_predict;
+    double temp, top_p, min_p, repeat_penalty;
+    int64_t top_k;
+    cfg_strlist stop;
+    bool print_ids, verbose, ignore_eos;
+    uint64_t seed; /* generate (not given: the clock) and bench */
+    /* bench */
+    int64_t num_requests;
+    int64_t input_len[2], output_len[2]; /* ranges "A:B" (or "A" = "A:A") */
+    double request_rate;
+    int64_t scenario; /* 0 offline, 1 chunked */
     /* --config: the file the rest came from (not itself in a file) */
     char *config_file;
+    /* bookkeeping */
+    cfg_cmd cmd;                  /* whose options these are */
+    bool given[CFG_MAX_OPTS];     /* table entry i was set by a file, the environment or a flag */
 } server_config;
 
-void server_config_init(server_config *c); /* defaults */
+/* Defaults of cmd's options (server_config_init: serve's). */
+void config_init(server_config *c, cfg_cmd cmd);
+void server_config_init(server_config *c);
 void server_config_deinit(server_config *c);
 
-/* Parse everything: defaults, then --config FILE (found in argv or INFERD_CONFIG),
- * then INFERD_* variables, then argv flags. argv[0] is the command name. Returns 0;
- * 1 when --help was printed (exit 0); -1 with one line in err on a bad option. */
+/* Parse c->cmd's options from argv (argv[0] is the command name) over the defaults.
+ * serve: --config FILE (found in argv or INFERD_CONFIG), then INFERD_* variables,
+ * then argv flags; generate and bench: argv flags only. Returns 0; 1 when --help was
+ * printed (exit 0); -1 with one line in err on a bad option. */
+int config_load(server_config *c, int argc, char **argv, char *err, size_t err_bytes);
 int server_config_load(server_config *c, int argc, char **argv, char *err, size_t err_bytes);
 
+/* Was the option (by name) given, rather than left at its default? */
+bool config_given(const server_config *c, const char *name);
+
+/* The engine options the table holds (model ... max-step-ms) into o; threaded is
+ * left as o has it (the caller decides). */
+void config_engine_options(const server_config *c, inferd_engine_options *o);
+
+void config_help(cfg_cmd cmd, FILE *fp);
 void server_config_help(FILE *fp);
 /* One JSON object with every option's effective value (secrets redacted). Malloc'ed. */
 char *server_config_effective_json(const server_config *c);

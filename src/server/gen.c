@@ -126,6 +126,7 @@ static void gen_free(gen_req *g) {
         free(g->choices[i].lp);
     }
     free(g->choices);
+    for (int32_t i = 0; g->subs && i < g->n_subs; i++) free(g->subs[i].prompt_lp);
     free(g->subs);
     oai_request_free(&g->req);
     pthread_mutex_destroy(&g->mu);
@@ -177,6 +178,20 @@ static void choice_append(gen_choice *ch, const inferd_output *o) {
     ch->n_tokens = need;
 }
 
+/* The prompt logprobs of a sub, copied from the event that carries them (once). */
+static void sub_take_prompt_lp(gen_sub *sub, const inferd_output *o) {
+    if (sub->prompt_lp || !o->prompt_logprobs || o->n_prompt_logprobs <= 0 || o->n_prompt_top < 0) return;
+    size_t n = (size_t)o->n_prompt_logprobs * (size_t)(1 + o->n_prompt_top);
+    sub->prompt_lp = malloc(sizeof *sub->prompt_lp * n);
+    if (!sub->prompt_lp) {
+        sub->prompt_lp_oom = true; /* reported as an internal error at the end */
+        return;
+    }
+    memcpy(sub->prompt_lp, o->prompt_logprobs, sizeof *sub->prompt_lp * n);
+    sub->n_prompt_lp = o->n_prompt_logprobs;
+    sub->n_prompt_top = o->n_prompt_top;
+}
+
 static void on_output(const inferd_output *o, void *user) {
     gen_sub *sub = user;
     gen_req *g = sub->g;
@@ -188,6 +203,7 @@ static void on_output(const inferd_output *o, void *user) {
         sub->started = first_event = true;
         if (o->queue_s > 0 || o->n_tokens > 0) metrics_observe(s->metrics, HIST_QUEUE, o->queue_s);
     }
+    sub_take_prompt_lp(sub, o);
     int32_t ci = sub->idx * g->req.n + o->index;
     if (o->index >= 0 && o->index < g->req.n && ci < g->n_choices) {
         gen_choice *ch = &g->choices[ci];

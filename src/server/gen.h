@@ -46,6 +46,12 @@ typedef struct gen_sub { /* one engine request: one prompt, n choices */
     int32_t n_finished;
     int32_t cached_tokens;
     double queue_s, ttft_s;
+    /* prompt logprobs (echo with logprobs): the engine's rows for prompt tokens
+     * 1..n_prompt-1, each 1 + n_prompt_top entries (the token, then the top-N); shared
+     * by the prompt's n choices. NULL until the first event brought them. */
+    inferd_token_logprob *prompt_lp;
+    int32_t n_prompt_lp, n_prompt_top;
+    bool prompt_lp_oom;
 } gen_sub;
 
 typedef struct gen_req {

@@ -525,7 +525,9 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const o
     if (get_int(o, "n", 1, lim->max_n, &iv, &given, e)) return -1;
     if (given) r->n = (int32_t)iv;
     given = false;
-    if (get_int(o, "max_tokens", 1, INT32_MAX, &iv, &given, e)) return -1;
+    /* completions: max_tokens 0 runs the prompt only (echo + logprobs: log-likelihoods,
+     * as lm-eval-harness asks for them); chat needs at least one token */
+    if (get_int(o, "max_tokens", kind == OAI_COMPLETION ? 0 : 1, INT32_MAX, &iv, &given, e)) return -1;
     if (given) r->max_tokens = iv;
     given = false;
     if (kind == OAI_CHAT && get_int(o, "max_completion_tokens", 1, INT32_MAX, &iv, &given, e)) return -1;
@@ -600,9 +602,8 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const o
                 r->top_logprobs = (int32_t)iv;
             }
         }
+        /* echo with logprobs: the prompt's tokens get logprobs too (the first one null) */
         if (get_bool(o, "echo", &r->echo, e)) return -1;
-        if (r->echo && r->logprobs)
-            return unsupported(e, "echo", "'echo' together with 'logprobs' (prompt logprobs) is not supported");
         given = false;
         if (get_int(o, "best_of", 1, lim->max_n, &iv, &given, e)) return -1;
         if (given && iv != r->n) return unsupported(e, "best_of", "only best_of equal to n is supported");
@@ -613,6 +614,7 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const o
     }
     s->n = r->n;
     s->logprobs = r->logprobs ? r->top_logprobs : -1;
+    s->prompt_logprobs = r->echo && r->logprobs ? r->top_logprobs : -1;
     return 0;
 }
 

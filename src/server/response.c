@@ -57,40 +57,92 @@ void resp_logprobs_chat(const gen_req *g, const gen_choice *ch, int32_t from, in
     sbuf_puts(o, "]}");
 }
 
-void resp_logprobs_legacy(const gen_req *g, const gen_choice *ch, int32_t from, int32_t to,
-                          size_t text_base, sbuf *o) {
-    const int32_t w = 1 + ch->n_top;
+/* The tokens a legacy logprobs object lists: with the prompt (echo), the prompt's
+ * tokens first, then the choice's generated tokens [from, to). */
+typedef struct lp_view {
+    const gen_req *g;
+    const gen_choice *ch;
+    const oai_prompt *p;
+    const gen_sub *sub;
+    int32_t n_pr; /* prompt tokens listed (0 without the prompt) */
+    int32_t from, n;
+} lp_view;
+
+static int32_t lv_id(const lp_view *v, int32_t k) {
+    return k < v->n_pr ? v->p->ids[k] : v->ch->tokens[v->from + k - v->n_pr];
+}
+
+/* the logprob row of entry k (the token, then the top-N) and its width; NULL for the
+ * first prompt token (no context) or logprobs the engine did not give */
+static const inferd_token_logprob *lv_row(const lp_view *v, int32_t k, int32_t *w) {
+    if (k < v->n_pr) {
+        *w = 1 + v->sub->n_prompt_top;
+        if (k == 0 || !v->sub->prompt_lp || k - 1 >= v->sub->n_prompt_lp) return NULL;
+        return v->sub->prompt_lp + (size_t)(k - 1) * (size_t)*w;
+    }
+    *w = 1 + v->ch->n_top;
+    return v->ch->lp ? v->ch->lp + (size_t)(v->from + k - v->n_pr) * (size_t)*w : NULL;
+}
+
+/* bytes a token adds to the choice's text (control tokens add none) */
+static size_t text_width(const gen_req *g, int32_t id) {
     char buf[256];
-    size_t off = text_base;
-    for (int32_t t = 0; t < from; t++) off += piece(g, ch->tokens[t], buf, sizeof buf);
+    return IFD_MIN(tok_piece(g->srv->model->tok, id, false, buf, sizeof buf), sizeof buf);
+}
+
+void resp_logprobs_legacy(const gen_req *g, int32_t choice, bool with_prompt, int32_t from, int32_t to,
+                          sbuf *o) {
+    const oai_request *q = &g->req;
+    lp_view v = {.g = g, .ch = &g->choices[choice], .p = &q->prompts[choice / q->n], .sub = &g->subs[choice / q->n],
+                 .from = from};
+    v.n_pr = with_prompt ? v.p->n_ids : 0;
+    v.n = v.n_pr + (to - from);
+    char buf[256];
     sbuf_puts(o, "{\"tokens\":[");
-    for (int32_t t = from; t < to; t++) {
-        if (t > from) sbuf_puts(o, ",");
-        size_t k = piece(g, ch->tokens[t], buf, sizeof buf);
-        sbuf_json_str(o, buf, k);
+    for (int32_t k = 0; k < v.n; k++) {
+        if (k) sbuf_puts(o, ",");
+        size_t n = piece(g, lv_id(&v, k), buf, sizeof buf);
+        sbuf_json_str(o, buf, n);
     }
     sbuf_puts(o, "],\"token_logprobs\":[");
-    for (int32_t t = from; t < to && ch->lp; t++) {
-        if (t > from) sbuf_puts(o, ",");
-        sbuf_json_num(o, ch->lp[(size_t)t * (size_t)w].logprob);
+    for (int32_t k = 0; k < v.n; k++) {
+        int32_t w;
+        const inferd_token_logprob *row = lv_row(&v, k, &w);
+        if (k) sbuf_puts(o, ",");
+        if (row) sbuf_json_num(o, row[0].logprob);
+        else sbuf_puts(o, "null");
     }
     sbuf_puts(o, "],\"top_logprobs\":[");
-    for (int32_t t = from; t < to && ch->lp; t++) {
-        const inferd_token_logprob *row = ch->lp + (size_t)t * (size_t)w;
-        sbuf_puts(o, t > from ? ",{" : "{");
-        for (int32_t k = 1; k < w; k++) {
-            if (k > 1) sbuf_puts(o, ",");
-            size_t n = piece(g, row[k].id, buf, sizeof buf);
+    for (int32_t k = 0; k < v.n; k++) {
+        int32_t w;
+        const inferd_token_logprob *row = lv_row(&v, k, &w);
+        if (k) sbuf_puts(o, ",");
+        if (!row) {
+            sbuf_puts(o, "null");
+            continue;
+        }
+        sbuf_puts(o, "{");
+        for (int32_t j = 1; j < w; j++) {
+            if (j > 1) sbuf_puts(o, ",");
+            size_t n = piece(g, row[j].id, buf, sizeof buf);
             sbuf_json_str(o, buf, n);
             sbuf_puts(o, ":");
-            sbuf_json_num(o, row[k].logprob);
+            sbuf_json_num(o, row[j].logprob);
         }
         sbuf_puts(o, "}");
     }
+    /* offsets into the choice's text: the echoed prompt's tokens from 0 (their pieces:
+     * with a SentencePiece vocabulary the first one carries the space the tokenizer
+     * prepended), the generated tokens from the end of the echoed text */
     sbuf_puts(o, "],\"text_offset\":[");
-    for (int32_t t = from; t < to; t++) {
-        sbuf_printf(o, t > from ? ",%zu" : "%zu", off);
-        off += piece(g, ch->tokens[t], buf, sizeof buf);
+    size_t off = 0;
+    for (int32_t k = 0; k < v.n; k++) {
+        if (k == v.n_pr) {
+            off = q->echo && v.p->text ? v.p->text_bytes : 0;
+            for (int32_t t = 0; t < from; t++) off += text_width(g, v.ch->tokens[t]);
+        }
+        sbuf_printf(o, k ? ",%zu" : "%zu", off);
+        off += text_width(g, lv_id(&v, k));
     }
     sbuf_puts(o, "]}");
 }
@@ -139,6 +191,8 @@ int resp_body(gen_req *g, sbuf *o, api_error *e) {
             return api_fail(e, 500, "engine_error", NULL, "The engine failed while generating.");
         if (g->choices[i].text.oom) return api_fail(e, 500, NULL, NULL, "out of memory");
     }
+    for (int32_t i = 0; i < g->n_subs; i++)
+        if (g->subs[i].prompt_lp_oom) return api_fail(e, 500, NULL, NULL, "out of memory");
     const oai_request *q = &g->req;
     const bool chat = q->kind == OAI_CHAT;
     body_head(g, chat ? "chat.completion" : "text_completion", o);
@@ -175,7 +229,7 @@ int resp_body(gen_req *g, sbuf *o, api_error *e) {
                 sbuf_json_str(o, ch->text.p ? ch->text.p : "", ch->text.n);
             }
             sbuf_puts(o, ",\"logprobs\":");
-            if (q->logprobs) resp_logprobs_legacy(g, ch, 0, ch->n_tokens, 0, o);
+            if (q->logprobs) resp_logprobs_legacy(g, i, q->echo, 0, ch->n_tokens, o);
             else sbuf_puts(o, "null");
         }
         sbuf_puts(o, ",\"finish_reason\":");

@@ -16,8 +16,11 @@ int resp_body(gen_req *g, sbuf *out, api_error *e);
 
 /* Shared with sse.c: logprobs of tokens [from, to) of a choice. */
 void resp_logprobs_chat(const gen_req *g, const gen_choice *ch, int32_t from, int32_t to, sbuf *o);
-void resp_logprobs_legacy(const gen_req *g, const gen_choice *ch, int32_t from, int32_t to,
-                          size_t text_base, sbuf *o);
+/* The legacy (completions) shape of choice `choice`: with_prompt (echo), the prompt's
+ * tokens first — the first with null logprob and null top_logprobs — then the
+ * generated tokens [from, to). */
+void resp_logprobs_legacy(const gen_req *g, int32_t choice, bool with_prompt, int32_t from, int32_t to,
+                          sbuf *o);
 void resp_usage(const gen_req *g, sbuf *o);
 void resp_tool_calls(const tool_calls *t, bool with_index, sbuf *o);
 /* The API's finish_reason for a finished choice. */

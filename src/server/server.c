@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/engine_model.h"
 #include "gen.h"
 #include "http.h"
 #include "log.h"
@@ -94,17 +95,7 @@ static void *loader_main(void *arg) {
     char err[512] = "";
     inferd_engine_options o;
     inferd_engine_options_default(&o);
-    o.model_path = c->model;
-    o.n_threads = (int)c->threads;
-    o.block_size = (int32_t)c->block_size;
-    o.kv_cache_bytes = c->kv_cache_memory;
-    o.kv_cache_fraction = c->kv_cache_fraction;
-    o.max_num_seqs = (int32_t)c->max_num_seqs;
-    o.max_num_batched_tokens = (int32_t)c->max_num_batched_tokens;
-    o.max_step_ms = c->max_step_ms;
-    o.max_model_len = (int32_t)c->max_model_len;
-    o.enable_prefix_caching = c->enable_prefix_caching;
-    o.reference_kernels = c->reference_kernels;
+    config_engine_options(c, &o);
     o.threaded = true;
     double t0 = ifd_now_s();
     inferd_engine *e = NULL;

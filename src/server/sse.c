@@ -1,5 +1,5 @@
 /* sse.c — the Server-Sent Events stream of a generation: the first chunk per choice
- * (role + empty content, or the echoed prompt), content deltas as whole UTF-8
+ * (role + empty content, or the echoed prompt with its logprobs), content deltas as whole UTF-8
  * characters (the engine only emits whole characters; with tools, text that may be a
  * tool call is held back), the final chunk carrying finish_reason, the usage chunk,
  * errors after the headers, and [DONE]. HTTP threads, with the generation's mutex
@@ -24,10 +24,11 @@ static void chunk_tail(const gen_req *g, sbuf *o) {
     sbuf_puts(o, "}\n\n");
 }
 
-/* One chunk for one choice. text may be NULL (no content key); finish NULL: null. */
+/* One chunk for one choice. text may be NULL (no content key); finish NULL: null.
+ * echo_lp: the echoed prompt's logprobs (completions with echo and logprobs). */
 static void chunk(gen_req *g, int32_t index, gen_choice *ch, bool role, const char *text, size_t n,
                   int32_t tok_from, int32_t tok_to, const tool_calls *tc, const char *finish,
-                  sbuf *o) {
+                  bool echo_lp, sbuf *o) {
     const oai_request *q = &g->req;
     chunk_head(g, o);
     sbuf_printf(o, "{\"index\":%d,", (int)index);
@@ -54,9 +55,8 @@ static void chunk(gen_req *g, int32_t index, gen_choice *ch, bool role, const ch
         sbuf_puts(o, "\"text\":");
         sbuf_json_str(o, text ? text : "", text ? n : 0);
         sbuf_puts(o, ",\"logprobs\":");
-        if (q->logprobs && tok_to > tok_from) {
-            const oai_prompt *p = &q->prompts[index / q->n];
-            resp_logprobs_legacy(g, ch, tok_from, tok_to, q->echo && p->text ? p->text_bytes : 0, o);
+        if (q->logprobs && (tok_to > tok_from || echo_lp)) {
+            resp_logprobs_legacy(g, index, echo_lp, tok_from, tok_to, o);
         } else {
             sbuf_puts(o, "null");
         }
@@ -79,7 +79,7 @@ static void final_chunk(gen_req *g, int32_t i, gen_choice *ch, sbuf *o) {
     }
     size_t from = IFD_MIN(ch->sent_text, end);
     chunk(g, i, ch, false, text + from, end - from, ch->sent_tokens, ch->n_tokens, &tc,
-          resp_finish(ch, tc.n > 0), o);
+          resp_finish(ch, tc.n > 0), false, o);
     ch->sent_text = ch->text.n;
     ch->sent_tokens = ch->n_tokens;
     ch->sent_final = true;
@@ -94,6 +94,8 @@ bool sse_fill(gen_req *g, sbuf *o) {
         if (g->choices[i].finish == INFERD_FINISH_ERROR) failed = true;
         if (g->choices[i].text.oom) failed = true;
     }
+    for (int32_t i = 0; i < g->n_subs; i++)
+        if (g->subs[i].prompt_lp_oom) failed = true;
     if (failed) {
         if (!g->all_done) return false; /* the engine still writes into this request */
         api_error e = g->error;
@@ -106,10 +108,18 @@ bool sse_fill(gen_req *g, sbuf *o) {
     for (int32_t i = 0; i < g->n_choices; i++) {
         gen_choice *ch = &g->choices[i];
         if (!ch->sent_role) {
-            ch->sent_role = true;
+            /* the echoed prompt comes first; with logprobs it waits for the prompt's
+             * logprobs, which come with the prompt's first engine event */
             const oai_prompt *p = &q->prompts[i / q->n];
-            if (q->kind == OAI_CHAT) chunk(g, i, ch, true, "", 0, 0, 0, NULL, NULL, o);
-            else if (q->echo && p->text) chunk(g, i, ch, false, p->text, p->text_bytes, 0, 0, NULL, NULL, o);
+            const bool echo_lp = q->echo && q->logprobs;
+            if (echo_lp && !g->subs[i / q->n].started) {
+                all_final = false;
+                continue;
+            }
+            ch->sent_role = true;
+            if (q->kind == OAI_CHAT) chunk(g, i, ch, true, "", 0, 0, 0, NULL, NULL, false, o);
+            else if (q->echo && p->text)
+                chunk(g, i, ch, false, p->text, p->text_bytes, 0, 0, NULL, NULL, echo_lp, o);
         }
         if (ch->sent_final) continue;
         if (ch->finished) {
@@ -121,7 +131,7 @@ bool sse_fill(gen_req *g, sbuf *o) {
         if (q->kind == OAI_CHAT && q->tools) safe = chat_tool_stream_safe(ch->text.p ? ch->text.p : "", ch->text.n);
         if (safe > ch->sent_text) {
             chunk(g, i, ch, false, ch->text.p + ch->sent_text, safe - ch->sent_text, ch->sent_tokens,
-                  ch->n_tokens, NULL, NULL, o);
+                  ch->n_tokens, NULL, NULL, false, o);
             ch->sent_text = safe;
             ch->sent_tokens = ch->n_tokens;
         }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "engine/engine_model.h"
 #include "engine/sampler.h"
 #include "inferd.h"
 #include "model/gguf.h"

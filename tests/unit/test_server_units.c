@@ -132,6 +132,14 @@ static void test_parse(void) {
     oai_request_free(&r);
     CHECK(parse(OAI_COMPLETION, "{\"prompt\":[[1,2],[3]],\"logprobs\":2,\"echo\":false}", &r, &e) == 0);
     CHECK(r.logprobs && r.top_logprobs == 2 && cJSON_GetArraySize(r.prompt) == 2);
+    CHECK(r.sampling.prompt_logprobs == -1); /* no echo: no prompt logprobs */
+    oai_request_free(&r);
+    /* echo with logprobs: the prompt's logprobs too; max_tokens 0 scores the prompt only */
+    CHECK(parse(OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true,\"logprobs\":1,\"max_tokens\":0}", &r, &e) == 0);
+    CHECK(r.echo && r.sampling.logprobs == 1 && r.sampling.prompt_logprobs == 1 && r.max_tokens == 0);
+    oai_request_free(&r);
+    CHECK(parse(OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", &r, &e) == 0);
+    CHECK(r.echo && r.sampling.prompt_logprobs == -1);
     oai_request_free(&r);
     CHECK(parse(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":9,"
                           "\"max_tokens\":3}", &r, &e) == 0);
@@ -149,7 +157,8 @@ static void test_parse(void) {
                "messages[0].content[0].type");
     expect_400(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", "tool_choice");
     expect_400(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template\":\"x\"}", "chat_template");
-    expect_400(OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true,\"logprobs\":1}", "echo");
+    expect_400(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":-1}", "max_tokens");
+    expect_400(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", "max_tokens");
     expect_400(OAI_COMPLETION, "{}", "prompt");
     /* body-level errors carry no param */
     expect_400(OAI_CHAT, "{\"messages\":", "");
