@@ -3,6 +3,7 @@
  * serving). CLI thread only. */
 #ifndef INFERD_CLI_UTIL_H
 #define INFERD_CLI_UTIL_H
+#include "../util/layer/cli.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../model/model.h"
+#include "../tokenizer/tokenizer.h"
 #include "../util/common.h"
 #include "cli.h"
 #include "cli_util.h"

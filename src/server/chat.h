@@ -7,6 +7,7 @@
  * number of HTTP threads at once. */
 #ifndef INFERD_SERVER_CHAT_H
 #define INFERD_SERVER_CHAT_H
+#include "../util/layer/server.h"
 
 #include <stdbool.h>
 #include <stddef.h>

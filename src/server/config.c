@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
+#include "util/buf.h"
 #include "util/common.h"
 
 typedef enum cfg_type { CFG_STR, CFG_INT, CFG_SIZE, CFG_FLOAT, CFG_BOOL, CFG_ENUM } cfg_type;

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "httpd.h"
-#include "log.h"
+#include "util/log.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 

@@ -12,7 +12,7 @@
 
 #include "gen.h"
 #include "httpd.h"
-#include "log.h"
+#include "util/log.h"
 #include "model/model.h"
 #include "response.h"
 #include "tokenizer/tokenizer.h"

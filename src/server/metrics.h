@@ -7,10 +7,11 @@
  * engine thread (callbacks) and the HTTP threads. */
 #ifndef INFERD_SERVER_METRICS_H
 #define INFERD_SERVER_METRICS_H
+#include "../util/layer/server.h"
 
 #include <stdint.h>
 
-#include "buf.h"
+#include "util/buf.h"
 #include "inferd.h"
 
 typedef enum metric_hist {

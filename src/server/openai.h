@@ -8,13 +8,14 @@
  * Any thread; an oai_request has one owner. */
 #ifndef INFERD_SERVER_OPENAI_H
 #define INFERD_SERVER_OPENAI_H
+#include "../util/layer/server.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
+#include "util/buf.h"
 #include "inferd.h"
 
 typedef struct api_error {

@@ -4,8 +4,9 @@
  * text for the same generation (streamed text == non-streamed text). HTTP threads. */
 #ifndef INFERD_SERVER_RESPONSE_H
 #define INFERD_SERVER_RESPONSE_H
+#include "../util/layer/server.h"
 
-#include "buf.h"
+#include "util/buf.h"
 #include "gen.h"
 
 /* ---- response.c ---- */

@@ -16,7 +16,7 @@
 
 #include "gen.h"
 #include "http.h"
-#include "log.h"
+#include "util/log.h"
 #include "model/model.h"
 #include "util/common.h"
 

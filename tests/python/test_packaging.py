@@ -121,12 +121,13 @@ def test_example_config_loads_through_the_real_config_loader(tmp_path):
         pytest.fail("no C compiler (apt-get install build-essential)")
     (tmp_path / "h.c").write_text(HARNESS)
     exe = tmp_path / "h"
-    srcs = [tmp_path / "h.c", CONFIG_C, REPO / "src/server/buf.c", REPO / "src/util/common.c"]
+    srcs = [tmp_path / "h.c", CONFIG_C, REPO / "src/util/buf.c", REPO / "src/util/utf8.c",
+            REPO / "src/util/common.c"]
     b = run([cc, "-std=c11", "-D_GNU_SOURCE", f"-I{REPO / 'src'}", f"-I{REPO / 'include'}",
              "-I/usr/include/cjson", *srcs, "-lcjson", "-lm", "-lpthread", "-o", exe])
     if b.returncode:
         pytest.skip("the config loader harness no longer builds from config.c + buf.c + "
-                    "common.c alone (the key check above still runs):\n" + b.stderr[-2000:])
+                    "utf8.c + common.c alone (the key check above still runs):\n" + b.stderr[-2000:])
     r = run([exe, EXAMPLE])
     assert r.returncode == 0, f"config loader rejected {EXAMPLE.name}: {r.stderr}"
     eff = json.loads(r.stdout)

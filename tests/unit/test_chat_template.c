@@ -14,7 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "test_util.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "util/common.h"
 
 typedef struct tcase {

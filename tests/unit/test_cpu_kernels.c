@@ -25,6 +25,7 @@
 #include "backend/cpu/ops.h"
 #include "model/model.h"
 #include "model/quant.h"
+#include "tokenizer/tokenizer.h"
 #include "test_util.h"
 #include "util/common.h"
 #include "util/cpu_features.h"

@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/buf.c"
+#include "util/buf.c"
+#include "util/utf8.c"
 #include "server/chat.c"
 #include "server/config.c"
 #include "server/json.c"
