@@ -17,10 +17,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "util/buf.h"
 #include "metrics.h"
 #include "openai.h"
 #include "server.h"
+#include "util/buf.h"
 
 struct httpd_conn;
 

@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "util/buf.h"
 #include "inferd.h"
+#include "util/buf.h"
 
 typedef enum metric_hist {
     HIST_TTFT = 0,      /* inferd_time_to_first_token_seconds */

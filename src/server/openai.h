@@ -15,8 +15,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "util/buf.h"
 #include "inferd.h"
+#include "util/buf.h"
 
 typedef struct api_error {
     int status;       /* HTTP status: 400, 401, 404, 405, 413, 429, 500, 503 */

@@ -6,8 +6,8 @@
 #define INFERD_SERVER_RESPONSE_H
 #include "../util/layer/server.h"
 
-#include "util/buf.h"
 #include "gen.h"
+#include "util/buf.h"
 
 /* ---- response.c ---- */
 

@@ -25,8 +25,8 @@
 #include "backend/cpu/ops.h"
 #include "model/model.h"
 #include "model/quant.h"
-#include "tokenizer/tokenizer.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 #include "util/common.h"
 #include "util/cpu_features.h"
 
