@@ -30,6 +30,8 @@ set(_label_test_ops_ref kernels)
 set(_label_test_cpu_kernels kernels)
 set(_label_test_quant kernels)
 set(_label_test_reference_greedy e2e)
+set(_label_test_engine e2e)        # the shared model through engine + backend
+set(_label_test_engine_limits e2e)
 file(GLOB INFERD_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/test_*.c)
 foreach(src ${INFERD_UNIT_TESTS})
   get_filename_component(name ${src} NAME_WE)
