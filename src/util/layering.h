@@ -4,7 +4,8 @@
  * Every room's library is compiled with IFD_ROOM_<ROOM> defined (CMakeLists.txt), and
  * every header of a room includes util/layer/<room>.h, which states
  * IFD_LAYER(<ROOM>): the build fails when a room includes a header of a room its arrows
- * do not allow. The link rules (target_link_libraries per room) catch the other half:
+ * do not allow. The backend's kernels (backend/cpu/, backend/cuda/) are a room of their
+ * own here, KERNELS (util/layer/kernels.h), open to the backend and the cli only. The link rules (target_link_libraries per room) catch the other half:
  * a call into a room that is not linked. Code built outside a room (tests, fuzz
  * targets, tools) may include anything.
  *
@@ -12,8 +13,8 @@
  *   model      util
  *   tokenizer  model, util            (the vocabulary is read from the GGUF file)
  *   template   util                   (+ cJSON, the JSON values a template sees)
- *   backend    model, util
- *   engine     backend, model, tokenizer, util   (never a kernel, never the server)
+ *   backend    model, util   (its kernels, backend/cpu/ and backend/cuda/: the backend only)
+ *   engine     backend, model, tokenizer, util   (backend.h, never a kernel, never the server)
  *   server     tokenizer, template, model, util  (+ the engine through include/inferd.h)
  *   cli        everything (src/main.c too)
  *
@@ -29,6 +30,7 @@
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
+#define IFD_MAY_USE_KERNELS 0
 #elif defined(IFD_ROOM_MODEL)
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 0
@@ -37,6 +39,7 @@
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
+#define IFD_MAY_USE_KERNELS 0
 #elif defined(IFD_ROOM_TOKENIZER)
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 1
@@ -45,6 +48,7 @@
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
+#define IFD_MAY_USE_KERNELS 0
 #elif defined(IFD_ROOM_TEMPLATE)
 #define IFD_MAY_USE_MODEL 0
 #define IFD_MAY_USE_TOKENIZER 0
@@ -53,6 +57,7 @@
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
+#define IFD_MAY_USE_KERNELS 0
 #elif defined(IFD_ROOM_BACKEND)
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 0
@@ -61,6 +66,7 @@
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
+#define IFD_MAY_USE_KERNELS 1
 #elif defined(IFD_ROOM_ENGINE)
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 1
@@ -69,6 +75,7 @@
 #define IFD_MAY_USE_ENGINE 1
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
+#define IFD_MAY_USE_KERNELS 0
 #elif defined(IFD_ROOM_SERVER)
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 1
@@ -77,6 +84,7 @@
 #define IFD_MAY_USE_ENGINE 0 /* the engine's own headers; include/inferd.h is open to all */
 #define IFD_MAY_USE_SERVER 1
 #define IFD_MAY_USE_CLI 0
+#define IFD_MAY_USE_KERNELS 0
 #else /* cli, main.c, and code outside the rooms */
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 1
@@ -85,6 +93,7 @@
 #define IFD_MAY_USE_ENGINE 1
 #define IFD_MAY_USE_SERVER 1
 #define IFD_MAY_USE_CLI 1
+#define IFD_MAY_USE_KERNELS 1
 #endif
 
 #ifdef __cplusplus

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 
 ROOMS = ["UTIL", "MODEL", "TOKENIZER", "TEMPLATE", "BACKEND", "ENGINE", "SERVER", "CLI"]
+# backend/cpu/ and backend/cuda/ headers: a room of their own for includes (layering.h)
+KERNEL_DIRS = {("backend", "cpu"), ("backend", "cuda")}
 
 
 def arrows(layering_h: str) -> dict[str, set[str]]:
@@ -36,8 +38,16 @@ def arrows(layering_h: str) -> dict[str, set[str]]:
         m = re.match(r"#define IFD_MAY_USE_([A-Z]+) ([01])", line)
         if m and room and m.group(2) == "1":
             allowed[room].add(m.group(1))
-    allowed["CLI"] = set(ROOMS)  # the #else branch: cli and main.c may use everything
+    allowed["CLI"] = set(ROOMS) | {"KERNELS"}  # the #else branch: cli and main.c use everything
     return allowed
+
+
+def header_room(path: Path, src: Path) -> str | None:
+    """The room a header belongs to for includes: KERNELS under backend/cpu|cuda/."""
+    rel = path.relative_to(src)
+    if tuple(rel.parts[:2]) in KERNEL_DIRS:
+        return "KERNELS"
+    return room_of(path, src)
 
 
 def room_of(path: Path, src: Path) -> str | None:
@@ -74,16 +84,16 @@ def main() -> int:
             n_includes += 1
             if not target.is_relative_to(src):
                 continue  # include/inferd.h: the public API, open to every room
-            troom = room_of(target, src)
+            troom = header_room(target, src)
             if troom is None or troom == "UTIL" or troom == room:
                 continue
             if troom not in allowed[room]:
                 bad.append(f"{f.relative_to(root)}: the {room.lower()} room includes "
                            f"{target.relative_to(root)} ({troom.lower()}), which its arrows forbid")
         if f.suffix == ".h" and room not in ("UTIL",) and f.name != "main.c":
-            guard = f"util/layer/{room.lower()}.h"
+            guard = f"util/layer/{header_room(f, src).lower()}.h"
             if not re.search(r'#\s*include\s+"(\.\./)*' + re.escape(guard) + '"', text):
-                bad.append(f"{f.relative_to(root)}: a {room.lower()} header without #include \"{guard}\"")
+                bad.append(f"{f.relative_to(root)}: a {header_room(f, src).lower()} header without #include \"{guard}\"")
 
     cml = (root / "CMakeLists.txt").read_text()
     n_links = 0

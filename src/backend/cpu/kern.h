@@ -11,7 +11,7 @@
  * All kernels are pure functions of their arguments: thread-safe. */
 #ifndef INFERD_CPU_KERN_H
 #define INFERD_CPU_KERN_H
-#include "../../util/layer/backend.h"
+#include "../../util/layer/kernels.h"
 
 #include <stddef.h>
 #include <stdint.h>
