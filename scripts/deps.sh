@@ -20,6 +20,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! $PY -m pip install -q -r requirements-dev.txt 2>/dev/null; then
-  $PY -m pip install -q --break-system-packages -r requirements-dev.txt
+# Debian 12's system python is "externally managed" (PEP 668): pip needs
+# --break-system-packages there (the packages go to /usr/local, apt's stay untouched).
+PIP_FLAGS=()
+if $PY -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+  PIP_FLAGS+=(--break-system-packages)
 fi
+# llama-cpp-python (the tokenizer cross-check) compiles llama.cpp from source the first
+# time (about 10 minutes on 2 cores; later runs find it installed): a portable CPU-only
+# build (no -march=native, no CUDA even where nvcc exists), without llama.cpp's tests
+# and examples.
+export CMAKE_ARGS="${LLAMA_CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_CUDA=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+t0=$(date +%s)
+$PY -m pip install -q "${PIP_FLAGS[@]}" -r requirements-dev.txt
+echo "deps: python packages ready ($(( $(date +%s) - t0 )) s)"

@@ -3,16 +3,53 @@
 # Tests read ../shared/ relative to the source tree; a missing file fails the test.
 set(INFERD_SHARED_DIR ${CMAKE_SOURCE_DIR}/../shared CACHE PATH "shared data directory")
 
+#
+# Each test links the rooms it uses (CMakeLists.txt), so a test cannot lean on a room
+# it does not name; those not listed link inferd_core (all rooms).
+set(_rooms_test_cpu_features ifd_util)
+set(_rooms_test_threadpool ifd_util)
+set(_rooms_test_gguf ifd_model)
+set(_rooms_test_quant ifd_model)
+set(_rooms_test_tokenizer ifd_tokenizer)
+set(_rooms_test_chat_template ifd_template)
+set(_rooms_test_ops_ref ifd_backend)
+set(_rooms_test_cpu_kernels ifd_backend ifd_tokenizer)
+set(_rooms_test_kv_cache ifd_engine)
+set(_rooms_test_sampler ifd_engine)
+set(_rooms_test_stop ifd_engine)
+set(_rooms_test_engine ifd_engine)
+set(_rooms_test_engine_limits ifd_engine)
+set(_rooms_test_httpd_parse ifd_server)
+set(_rooms_test_chat_escape ifd_server)
+#
+# Labels (README "Tests"): unit (fast, no model or a tiny one), kernels (a kernel or
+# quant format against its reference), e2e (the real binary or a real model through
+# the whole stack), slow (minutes); fuzz (tests/fuzz) is left out of plain runs with
+# ctest -LE fuzz. Not listed: unit.
+set(_label_test_ops_ref kernels)
+set(_label_test_cpu_kernels kernels)
+set(_label_test_quant kernels)
+set(_label_test_reference_greedy e2e)
+set(_label_test_engine e2e)        # the shared model through engine + backend
+set(_label_test_engine_limits e2e)
 file(GLOB INFERD_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/test_*.c)
 foreach(src ${INFERD_UNIT_TESTS})
   get_filename_component(name ${src} NAME_WE)
   add_executable(${name} ${src})
-  target_link_libraries(${name} PRIVATE inferd_core)
+  if(DEFINED _rooms_${name})
+    target_link_libraries(${name} PRIVATE ${_rooms_${name}})
+  else()
+    target_link_libraries(${name} PRIVATE inferd_core)
+  endif()
+  set(_label unit)
+  if(DEFINED _label_${name})
+    set(_label ${_label_${name}})
+  endif()
   target_compile_definitions(${name} PRIVATE
     INFERD_SHARED_DIR="${INFERD_SHARED_DIR}" INFERD_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
     INFERD_BINARY="$<TARGET_FILE:inferd>")
   add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(${name} PROPERTIES LABELS unit SKIP_RETURN_CODE 77)
+  set_tests_properties(${name} PROPERTIES LABELS ${_label} SKIP_RETURN_CODE 77)
 endforeach()
 
 # inferd_add_asan_test(NAME SRC...): one more test executable built from SRC with

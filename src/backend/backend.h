@@ -10,6 +10,7 @@
  * own worker threads internally. */
 #ifndef INFERD_BACKEND_H
 #define INFERD_BACKEND_H
+#include "../util/layer/backend.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,6 +3,7 @@
  * clear line on stderr. Only main.c calls these. */
 #ifndef INFERD_CLI_H
 #define INFERD_CLI_H
+#include "../util/layer/cli.h"
 
 int cli_generate(int argc, char **argv);      /* cmd_generate.c */
 int cli_tokenize(int argc, char **argv);      /* cmd_tokenize.c */

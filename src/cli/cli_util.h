@@ -2,6 +2,7 @@
  * command runs the model through the engine API). CLI thread only. */
 #ifndef INFERD_CLI_UTIL_H
 #define INFERD_CLI_UTIL_H
+#include "../util/layer/cli.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "util/common.h"
 
 static void usage(FILE *fp) {

@@ -13,7 +13,7 @@
 #include "engine_model.h"
 #include "inferd.h"
 #include "model/model.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/common.h"
 #include "util/status.h"

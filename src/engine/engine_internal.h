@@ -4,6 +4,7 @@
  * Everything here is owned by the engine thread except the inbox (mutex). */
 #ifndef INFERD_ENGINE_INTERNAL_H
 #define INFERD_ENGINE_INTERNAL_H
+#include "../util/layer/engine.h"
 
 #include <pthread.h>
 #include <stddef.h>

@@ -5,6 +5,7 @@
  * model is read-only while the engine lives. */
 #ifndef INFERD_ENGINE_MODEL_H
 #define INFERD_ENGINE_MODEL_H
+#include "../util/layer/engine_model.h"
 
 #include "inferd.h"
 

@@ -8,6 +8,7 @@
  * submit; with a threaded engine it must not block. */
 #ifndef INFERD_ENGINE_TAP_H
 #define INFERD_ENGINE_TAP_H
+#include "../util/layer/engine.h"
 
 #include <stdint.h>
 

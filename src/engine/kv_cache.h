@@ -31,6 +31,7 @@
  * KV is now final. */
 #ifndef INFERD_KV_CACHE_H
 #define INFERD_KV_CACHE_H
+#include "../util/layer/engine.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -10,6 +10,7 @@
  * O(n_vocab * small) and never sorts the vocabulary. Pure and thread-safe. */
 #ifndef INFERD_LOGPROBS_H
 #define INFERD_LOGPROBS_H
+#include "../util/layer/engine.h"
 
 #include <stdint.h>
 

@@ -24,6 +24,7 @@
  * Logprobs (from the raw logits) live in logprobs.h. */
 #ifndef INFERD_SAMPLER_H
 #define INFERD_SAMPLER_H
+#include "../util/layer/engine.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -21,6 +21,7 @@
  * the engine derives the token budget of a step that mixes prefill with decodes. */
 #ifndef INFERD_SCHEDULER_H
 #define INFERD_SCHEDULER_H
+#include "../util/layer/engine.h"
 
 #include <stdbool.h>
 #include <stdint.h>

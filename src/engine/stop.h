@@ -25,6 +25,7 @@
  * Caller-allocated, no allocation (stop strings are copied in). Not thread-safe. */
 #ifndef INFERD_STOP_H
 #define INFERD_STOP_H
+#include "../util/layer/engine.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,6 +4,7 @@
  * we cannot compute with). Compute support is in quant.h. Thread-safe. */
 #ifndef INFERD_GGML_TYPES_H
 #define INFERD_GGML_TYPES_H
+#include "../util/layer/model.h"
 
 #include <stdint.h>
 #include <stdbool.h>

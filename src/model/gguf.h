@@ -11,6 +11,7 @@
  * A gguf_file is immutable after open: safe to read from any thread. */
 #ifndef INFERD_GGUF_H
 #define INFERD_GGUF_H
+#include "../util/layer/model.h"
 
 #include <stdbool.h>
 #include <stddef.h>

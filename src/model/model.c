@@ -9,7 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "../tokenizer/tokenizer.h"
 #include "../util/common.h"
 #include "quant.h"
 
@@ -257,7 +256,7 @@ static int bind_weights(loader *L) {
     return IFD_OK;
 }
 
-int model_load(model **out, const char *path, char *err, size_t err_bytes) {
+int model_open(model **out, const char *path, char *err, size_t err_bytes) {
     *out = NULL;
     model *m = calloc(1, sizeof *m);
     if (!m) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "model: out of memory");
@@ -266,14 +265,6 @@ int model_load(model **out, const char *path, char *err, size_t err_bytes) {
     if (rc) goto fail;
     if ((rc = read_hparams(&L))) goto fail;
     if ((rc = bind_weights(&L))) goto fail;
-    if ((rc = tok_create(&m->tok, &m->gguf, err, err_bytes))) goto fail;
-    /* Padded embeddings (more rows than tokens) are fine; fewer rows are not. */
-    if (tok_n_vocab(m->tok) > (int32_t)m->hp.n_vocab) {
-        rc = ifd_errf(err, err_bytes, IFD_ERR_FORMAT,
-                      "model: vocabulary has %d tokens but token_embd has only %u rows",
-                      tok_n_vocab(m->tok), m->hp.n_vocab);
-        goto fail;
-    }
     gguf_str tmpl;
     if (gguf_get_str(&m->gguf, "tokenizer.chat_template", &tmpl)) {
         m->chat_template = malloc(tmpl.n + 1);
@@ -297,7 +288,7 @@ fail:
 
 void model_destroy(model *m) {
     if (!m) return;
-    tok_destroy(m->tok);
+    if (m->tok_free) m->tok_free(m->tok);
     free(m->chat_template);
     free(m->layers);
     free(m->vec_pool);

@@ -6,6 +6,7 @@
  * read from any thread. */
 #ifndef INFERD_MODEL_H
 #define INFERD_MODEL_H
+#include "../util/layer/model.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -81,7 +82,11 @@ typedef struct model {
     wmat output;              /* (n_vocab, dim); == tok_embd when tied */
     const float *rope_freqs;  /* (n_rot/2) per-frequency divisors (llama3 scaling), or NULL */
     layer_weights *layers;    /* n_layers */
+    /* the vocabulary: NULL after model_open; model_load (tokenizer room) attaches it
+     * and sets tok_free, which model_destroy calls (the model room does not use the
+     * tokenizer: DESIGN.md's arrows run tokenizer -> model) */
     struct tokenizer *tok;
+    void (*tok_free)(struct tokenizer *tok);
     char *chat_template;      /* tokenizer.chat_template, NUL-terminated, or NULL */
     char name[128];           /* general.name or the file's base name */
     /* private: f32 copies of the small 1-D tensors (norms, biases) */
@@ -89,7 +94,10 @@ typedef struct model {
     size_t weight_bytes; /* bytes of all weight tensors in the file */
 } model;
 
-int model_load(model **out, const char *path, char *err, size_t err_bytes);
+/* Map the file, read the hyper-parameters, bind the weights, copy the chat template
+ * and name. The vocabulary is not read (m->tok stays NULL): model_load in
+ * ../tokenizer/tokenizer.h does both. */
+int model_open(model **out, const char *path, char *err, size_t err_bytes);
 void model_destroy(model *m); /* accepts NULL */
 
 const char *model_arch_name(model_arch a);

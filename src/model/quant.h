@@ -5,6 +5,7 @@
  * reference every optimized kernel is tested against). Thread-safe (pure functions). */
 #ifndef INFERD_QUANT_H
 #define INFERD_QUANT_H
+#include "../util/layer/model.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -12,8 +12,8 @@
 #include "tokenizer/tokenizer.h"
 #include "util/common.h"
 
-#if __has_include("tokenizer/chat_template.h")
-#include "tokenizer/chat_template.h"
+#if __has_include("template/chat_template.h")
+#include "template/chat_template.h"
 #define HAVE_CHAT_TEMPLATE 1
 #else
 #define HAVE_CHAT_TEMPLATE 0

@@ -1,5 +1,5 @@
 /* chat.h — chat requests: messages -> template context -> prompt text (through the
- * Jinja-subset interpreter of src/tokenizer/chat_template.h, with a ChatML fallback for
+ * Jinja-subset interpreter of src/template/chat_template.h, with a ChatML fallback for
  * models that carry no template), and tool calls parsed back out of generated text
  * (Hermes/Qwen <tool_call>{json}</tool_call>, Llama 3 bare JSON, Mistral [TOOL_CALLS]).
  *
@@ -7,6 +7,7 @@
  * number of HTTP threads at once. */
 #ifndef INFERD_SERVER_CHAT_H
 #define INFERD_SERVER_CHAT_H
+#include "../util/layer/server.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -38,6 +38,7 @@
  * belongs to one render. */
 #ifndef INFERD_SERVER_CHAT_ESCAPE_H
 #define INFERD_SERVER_CHAT_ESCAPE_H
+#include "../util/layer/server.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -45,7 +46,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
+#include "util/buf.h"
 
 struct tokenizer;
 typedef struct chat_esc chat_esc;

@@ -16,7 +16,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
+#include "util/buf.h"
 #include "util/common.h"
 
 typedef enum cfg_type {

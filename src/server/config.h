@@ -12,6 +12,7 @@
  * Main thread only (parsed once at startup; read-only afterwards). */
 #ifndef INFERD_SERVER_CONFIG_H
 #define INFERD_SERVER_CONFIG_H
+#include "../util/layer/server.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "httpd.h"
-#include "log.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "util/log.h"
 
 const char *gen_finish_str(inferd_finish_reason f) {
     switch (f) {

@@ -12,14 +12,15 @@
  * the request; gen_release_http then aborts what is still running. */
 #ifndef INFERD_SERVER_GEN_H
 #define INFERD_SERVER_GEN_H
+#include "../util/layer/server.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "buf.h"
 #include "metrics.h"
 #include "openai.h"
 #include "server.h"
+#include "util/buf.h"
 
 struct httpd_conn;
 

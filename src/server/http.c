@@ -12,10 +12,10 @@
 
 #include "gen.h"
 #include "httpd.h"
-#include "log.h"
 #include "model/model.h"
 #include "response.h"
 #include "tokenizer/tokenizer.h"
+#include "util/log.h"
 
 typedef struct http_req http_req;
 typedef int (*route_fn)(http_req *hr);

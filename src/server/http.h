@@ -3,6 +3,7 @@
  * Runs on the httpd I/O threads; http_start/http_stop on the main thread. */
 #ifndef INFERD_SERVER_HTTP_H
 #define INFERD_SERVER_HTTP_H
+#include "../util/layer/server.h"
 
 #include "server.h"
 

@@ -32,12 +32,13 @@
  *               server is stopping (HTTPD_DONE_SHUTDOWN). No httpd_wake after it. */
 #ifndef INFERD_SERVER_HTTPD_H
 #define INFERD_SERVER_HTTPD_H
+#include "../util/layer/server.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "util/buf.h"
 
 typedef struct httpd httpd;
 typedef struct httpd_conn httpd_conn;

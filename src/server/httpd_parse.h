@@ -3,6 +3,7 @@
  * 431, 501, 505) and points *msg at a static message. */
 #ifndef INFERD_SERVER_HTTPD_PARSE_H
 #define INFERD_SERVER_HTTPD_PARSE_H
+#include "../util/layer/server.h"
 
 #include <stdbool.h>
 #include <stddef.h>

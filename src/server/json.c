@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "util/buf.h"
+#include "util/utf8.h"
 
 /* Where the parser is, for error paths: a chain from the value up to the root. */
 typedef struct jpath {

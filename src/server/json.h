@@ -18,6 +18,7 @@
  * writes trees back out). Any thread; no shared state. */
 #ifndef INFERD_SERVER_JSON_H
 #define INFERD_SERVER_JSON_H
+#include "../util/layer/server.h"
 
 #include <stdbool.h>
 #include <stddef.h>

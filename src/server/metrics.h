@@ -7,11 +7,12 @@
  * engine thread (callbacks) and the HTTP threads. */
 #ifndef INFERD_SERVER_METRICS_H
 #define INFERD_SERVER_METRICS_H
+#include "../util/layer/server.h"
 
 #include <stdint.h>
 
-#include "buf.h"
 #include "inferd.h"
+#include "util/buf.h"
 
 typedef enum metric_hist {
     HIST_TTFT = 0,      /* inferd_time_to_first_token_seconds */

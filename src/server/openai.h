@@ -8,14 +8,15 @@
  * Any thread; an oai_request has one owner. */
 #ifndef INFERD_SERVER_OPENAI_H
 #define INFERD_SERVER_OPENAI_H
+#include "../util/layer/server.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
 
-#include "buf.h"
 #include "inferd.h"
+#include "util/buf.h"
 
 typedef struct api_error {
     int status;       /* HTTP status: 400, 401, 404, 405, 413, 429, 500, 503 */

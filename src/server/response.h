@@ -4,9 +4,10 @@
  * text for the same generation (streamed text == non-streamed text). HTTP threads. */
 #ifndef INFERD_SERVER_RESPONSE_H
 #define INFERD_SERVER_RESPONSE_H
+#include "../util/layer/server.h"
 
-#include "buf.h"
 #include "gen.h"
+#include "util/buf.h"
 
 /* ---- response.c ---- */
 

@@ -17,9 +17,9 @@
 #include "engine/engine_model.h"
 #include "gen.h"
 #include "http.h"
-#include "log.h"
 #include "model/model.h"
 #include "util/common.h"
+#include "util/log.h"
 
 bool server_model_matches(const server *s, const char *name) { return server_model_name(s, name) != NULL; }
 

@@ -6,6 +6,7 @@
  * below say which lock guards what. */
 #ifndef INFERD_SERVER_SERVER_H
 #define INFERD_SERVER_SERVER_H
+#include "../util/layer/server.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

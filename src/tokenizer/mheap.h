@@ -4,6 +4,7 @@
  * minus the merge rank. Single-threaded (one per encode call). Internal. */
 #ifndef INFERD_TOK_MHEAP_H
 #define INFERD_TOK_MHEAP_H
+#include "../util/layer/tokenizer.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,6 +7,7 @@
  * Internal to src/tokenizer/. */
 #ifndef INFERD_TOK_PRETOK_H
 #define INFERD_TOK_PRETOK_H
+#include "../util/layer/tokenizer.h"
 
 #include <stddef.h>
 #include <stdint.h>

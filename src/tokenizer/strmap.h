@@ -7,6 +7,7 @@
  * building is not. Internal to src/tokenizer/. */
 #ifndef INFERD_TOK_STRMAP_H
 #define INFERD_TOK_STRMAP_H
+#include "../util/layer/tokenizer.h"
 
 #include <stdbool.h>
 #include <stddef.h>

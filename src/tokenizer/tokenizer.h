@@ -17,6 +17,7 @@
  * any number of threads at once. A tok_detok is single-threaded (one per sequence). */
 #ifndef INFERD_TOKENIZER_H
 #define INFERD_TOKENIZER_H
+#include "../util/layer/tokenizer.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -52,6 +53,13 @@ enum {
  * what it needs; f may be closed afterwards. */
 int tok_create(tokenizer **out, const gguf_file *f, char *err, size_t err_bytes);
 void tok_destroy(tokenizer *t); /* accepts NULL */
+
+/* A model with its vocabulary (tok_model.c): model_open (../model/model.h), then
+ * tok_create on the same file, checked against the embedding rows (padded embeddings
+ * are fine, fewer rows than tokens are not). Free with model_destroy, which frees the
+ * tokenizer too. */
+struct model;
+int model_load(struct model **out, const char *path, char *err, size_t err_bytes);
 
 /* Encode n bytes of text (need not be valid UTF-8: invalid bytes are encoded as
  * byte tokens / U+FFFD the way llama.cpp does). *ids is malloc'ed (also when there are

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../util/common.h"
+#include "../util/utf8.h"
 #include "tokenizer_impl.h"
 #include "unicode.h"
 
@@ -143,7 +144,7 @@ static void detok_byte(detok_sink *o, unsigned char c) {
     }
     d->held[d->n_held++] = c;
     while (d->n_held > 0) {
-        int r = unicode_check_utf8(d->held, (size_t)d->n_held);
+        int r = utf8_check(d->held, (size_t)d->n_held);
         if (r == 0) return; /* incomplete: hold */
         size_t k = r > 0 ? (size_t)r : (size_t)-r;
         if (r > 0)

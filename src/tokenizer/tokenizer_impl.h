@@ -4,6 +4,7 @@
  * Internal to src/tokenizer/. */
 #ifndef INFERD_TOK_IMPL_H
 #define INFERD_TOK_IMPL_H
+#include "../util/layer/tokenizer.h"
 
 #include <stdbool.h>
 #include <stddef.h>

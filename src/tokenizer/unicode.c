@@ -90,31 +90,3 @@ int unicode_cpt_to_byte(uint32_t cpt) {
     if (nth == 67) return 0xAD;
     return -1;
 }
-
-int unicode_check_utf8(const unsigned char *s, size_t n) {
-    if (n == 0) return 0;
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t need;
-    unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        return -1;
-    }
-    for (size_t i = 1; i < need; i++) {
-        if (i >= n) return 0;
-        unsigned b = s[i];
-        unsigned l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
-        if (b < l || b > h) return -(int)i;
-    }
-    return (int)need;
-}

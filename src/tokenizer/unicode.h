@@ -6,6 +6,7 @@
  * Pure functions over read-only tables: thread-safe. Internal to src/tokenizer/. */
 #ifndef INFERD_TOK_UNICODE_H
 #define INFERD_TOK_UNICODE_H
+#include "../util/layer/tokenizer.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -61,11 +62,6 @@ static inline uint32_t unicode_byte_to_cpt(unsigned char b) {
 }
 int unicode_cpt_to_byte(uint32_t cpt);
 
-/* Strict UTF-8 (RFC 3629: no overlongs, no surrogates, <= U+10FFFF) validation of the
- * sequence starting at s[0] with n bytes available:
- *   > 0  a complete valid sequence of that many bytes,
- *   0    a valid but incomplete prefix (all n bytes, n < needed),
- *   < 0  -k: the first k bytes (k >= 1) are a maximal invalid subpart -> one U+FFFD. */
-int unicode_check_utf8(const unsigned char *s, size_t n);
+/* Strict UTF-8 validation: utf8_check in ../util/utf8.h. */
 
 #endif

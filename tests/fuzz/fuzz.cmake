@@ -33,11 +33,12 @@ if(INFERD_CC_HAS_LIBFUZZER)
             -artifact_prefix=${CMAKE_BINARY_DIR}/fuzz_gguf- ${_corpus} ${INFERD_SHARED_DIR}/models)
   set_tests_properties(fuzz_gguf_smoke PROPERTIES LABELS fuzz TIMEOUT 120)
 
-  # The request parser: json.c, openai.c and buf.c instrumented; the rest it calls
+  # The request parser: json.c, openai.c, buf.c and utf8.c instrumented; the rest it calls
   # (inferd_sampling_default) from inferd_core.
   set(_srv ${CMAKE_SOURCE_DIR}/src/server)
   add_executable(fuzz_openai
-    ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_openai.c ${_srv}/json.c ${_srv}/openai.c ${_srv}/buf.c)
+    ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_openai.c ${_srv}/json.c ${_srv}/openai.c
+    ${CMAKE_SOURCE_DIR}/src/util/buf.c ${CMAKE_SOURCE_DIR}/src/util/utf8.c)
   target_include_directories(fuzz_openai PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_compile_options(fuzz_openai PRIVATE ${_fuzz} -O1 -g -fno-omit-frame-pointer)
   target_link_options(fuzz_openai PRIVATE ${_fuzz})
@@ -61,12 +62,15 @@ endif()
 # and vocabularies; checks that no control id comes from request data. fuzz_chat_smoke
 # (label fuzz) runs it for 20 s; run_fuzz.sh runs it too.
 if(INFERD_CC_HAS_LIBFUZZER)
-  file(GLOB _fuzz_chat_tok CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/tokenizer/*.c)
+  file(GLOB _fuzz_chat_tok CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/tokenizer/*.c
+    ${CMAKE_SOURCE_DIR}/src/template/*.c)
+  list(FILTER _fuzz_chat_tok EXCLUDE REGEX "/tok_model\\.c$") # model_load: needs the weights
   add_executable(fuzz_chat
     ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_chat.c ${CMAKE_SOURCE_DIR}/tests/unit/stub_sampling.c ${_fuzz_chat_tok}
     ${CMAKE_SOURCE_DIR}/src/server/chat.c ${CMAKE_SOURCE_DIR}/src/server/chat_escape.c
     ${CMAKE_SOURCE_DIR}/src/server/openai.c ${CMAKE_SOURCE_DIR}/src/server/json.c
-    ${CMAKE_SOURCE_DIR}/src/server/buf.c ${CMAKE_SOURCE_DIR}/src/model/gguf.c ${CMAKE_SOURCE_DIR}/src/model/ggml_types.c
+    ${CMAKE_SOURCE_DIR}/src/util/buf.c ${CMAKE_SOURCE_DIR}/src/util/utf8.c
+    ${CMAKE_SOURCE_DIR}/src/model/gguf.c ${CMAKE_SOURCE_DIR}/src/model/ggml_types.c
     ${CMAKE_SOURCE_DIR}/src/util/common.c ${CMAKE_SOURCE_DIR}/src/util/hash.c)
   target_include_directories(fuzz_chat PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include
     ${CJSON_INCLUDE_DIR})
@@ -92,7 +96,7 @@ if(INFERD_CC_HAS_LIBFUZZER)
   add_executable(fuzz_httpd
     ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_httpd.c ${CMAKE_SOURCE_DIR}/src/server/httpd.c
     ${CMAKE_SOURCE_DIR}/src/server/httpd_parse.c
-    ${CMAKE_SOURCE_DIR}/src/server/buf.c ${CMAKE_SOURCE_DIR}/src/util/common.c)
+    ${CMAKE_SOURCE_DIR}/src/util/buf.c ${CMAKE_SOURCE_DIR}/src/util/utf8.c ${CMAKE_SOURCE_DIR}/src/util/common.c)
   target_include_directories(fuzz_httpd PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_compile_options(fuzz_httpd PRIVATE ${_fuzz} -O1 -g -fno-omit-frame-pointer)
   target_link_options(fuzz_httpd PRIVATE ${_fuzz})

@@ -27,7 +27,7 @@
 
 #include "model/gguf.h"
 #include "server/chat.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/common.h"
 

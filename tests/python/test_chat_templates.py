@@ -11,6 +11,7 @@ import pathlib
 import subprocess
 
 import pytest
+from requires import require_module
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SHARED = (REPO / ".." / "shared").resolve()
@@ -150,7 +151,7 @@ def _c_table_cases():
 def _jinja_env():
     import datetime
 
-    jinja2 = pytest.importorskip("jinja2")
+    jinja2 = require_module("jinja2", "pip install -r requirements-dev.txt (jinja2)")
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message):

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from requires import skip_unless_ci
 from server_util import Server, sse_events
 
 CHAT = "/v1/chat/completions"
@@ -148,7 +149,7 @@ def test_disconnect_aborts_every_prompt():
 def test_promtool_check_metrics(srv):
     promtool = shutil.which("promtool")
     if not promtool:
-        pytest.skip("promtool not installed (Debian package prometheus)")
+        skip_unless_ci("promtool not installed (Debian package prometheus)")
     srv.request("POST", COMP, {"prompt": "ROMEO:", "max_tokens": 4})
     st, _, data = srv.request("GET", "/metrics")
     assert st == 200

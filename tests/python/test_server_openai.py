@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-openai = pytest.importorskip("openai")
+from requires import require_module  # noqa: E402
+
+openai = require_module("openai", "pip install -r requirements-dev.txt")
 
 from server_util import TEMPLATES, Server  # noqa: E402
 

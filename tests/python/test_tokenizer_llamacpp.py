@@ -8,7 +8,8 @@ llama.cpp's `Llama.tokenize(text, add_bos=False, special=False)`; the ids must b
 The strings mix scripts, emoji, combining marks, digits, contractions in any case,
 every kind of whitespace, special-token look-alikes and (a few) invalid UTF-8 bytes.
 
-Skipped when llama-cpp-python (or the gguf package, for the variants) is not installed.
+Skipped when llama-cpp-python (or the gguf package, for the variants) is not installed;
+in CI (CI=true) that fails instead (scripts/deps.sh installs both: requirements-dev.txt).
 
 Run: pytest tests/python/test_tokenizer_llamacpp.py   (INFERD_BIN overrides build/inferd)
 """
@@ -21,8 +22,9 @@ import zlib
 from pathlib import Path
 
 import pytest
+from requires import require_module
 
-llama_cpp = pytest.importorskip("llama_cpp")
+llama_cpp = require_module("llama_cpp", "pip install -r requirements-dev.txt (llama-cpp-python)")
 
 N_STRINGS = 300
 SEED = 1129
@@ -70,7 +72,7 @@ def texts_for(seed: int) -> list[bytes]:
 
 def vocab_with_pre(src: Path, dst: Path, pre: str) -> None:
     """Copy src's metadata (vocabulary files have no tensors), with tokenizer.ggml.pre = pre."""
-    gguf = pytest.importorskip("gguf")
+    gguf = require_module("gguf", "pip install -r requirements-dev.txt")
     reader = gguf.GGUFReader(str(src))
     assert len(reader.tensors) == 0
     kvs = []

@@ -11,8 +11,8 @@
 
 #include "model/gguf.h"
 #include "server/chat.h"
+#include "template/chat_template.h"
 #include "test_util.h"
-#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/common.h"
 

@@ -13,8 +13,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "template/chat_template.h"
 #include "test_util.h"
-#include "tokenizer/chat_template.h"
 #include "util/common.h"
 
 typedef struct tcase {

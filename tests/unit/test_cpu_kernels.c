@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "model/quant.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 #include "util/common.h"
 #include "util/cpu_features.h"
 

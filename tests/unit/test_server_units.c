@@ -10,13 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/buf.c"
 #include "server/chat.c"
 #include "server/config.c"
 #include "server/json.c"
 #include "server/metrics.c"
 #include "server/openai.c"
 #include "test_util.h"
+#include "util/buf.c"
+#include "util/utf8.c"
 
 static char *json_of(const char *s, size_t n) {
     sbuf b = {0};

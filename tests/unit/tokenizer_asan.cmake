@@ -7,4 +7,4 @@ inferd_add_asan_test(test_tokenizer_asan
   ${_tok}/bpe.c ${_tok}/pretok.c ${_tok}/strmap.c ${_tok}/mheap.c ${_tok}/unicode.c
   ${_tok}/unicode_data.c
   ${CMAKE_SOURCE_DIR}/src/model/gguf.c ${CMAKE_SOURCE_DIR}/src/model/ggml_types.c
-  ${CMAKE_SOURCE_DIR}/src/util/common.c)
+  ${CMAKE_SOURCE_DIR}/src/util/common.c ${CMAKE_SOURCE_DIR}/src/util/utf8.c)

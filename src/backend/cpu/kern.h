@@ -11,6 +11,7 @@
  * All kernels are pure functions of their arguments: thread-safe. */
 #ifndef INFERD_CPU_KERN_H
 #define INFERD_CPU_KERN_H
+#include "../../util/layer/kernels.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,6 +3,7 @@
  * All ops are pure functions of their arguments: thread-safe. */
 #ifndef INFERD_CPU_OPS_H
 #define INFERD_CPU_OPS_H
+#include "../../util/layer/kernels.h"
 
 #include <stdint.h>
 

@@ -10,6 +10,7 @@
  * threads may call chat_template_render on the same template at once. */
 #ifndef INFERD_CHAT_TEMPLATE_H
 #define INFERD_CHAT_TEMPLATE_H
+#include "../util/layer/template.h"
 
 #include <stddef.h>
 #include <stdint.h>

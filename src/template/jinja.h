@@ -18,6 +18,7 @@
  * src/tokenizer/. */
 #ifndef INFERD_JINJA_H
 #define INFERD_JINJA_H
+#include "../util/layer/template.h"
 
 #include <locale.h>
 #include <setjmp.h>

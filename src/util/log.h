@@ -1,12 +1,12 @@
 /* log.h — the server's log: one JSON object per line on stderr (journald / docker
  * friendly). Thread-safe: each line is written with one locked fwrite. */
-#ifndef INFERD_SERVER_LOG_H
-#define INFERD_SERVER_LOG_H
+#ifndef INFERD_UTIL_LOG_H
+#define INFERD_UTIL_LOG_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "util/common.h"
+#include "common.h"
 
 /* {"ts":...,"level":LEVEL,"msg":"..."} — msg is printf-formatted text. */
 void slog(const char *level, const char *fmt, ...) IFD_PRINTF(2, 3);

@@ -1,18 +1,18 @@
-/* buf.h — a growable byte buffer and JSON string output for the server.
+/* buf.h — a growable byte buffer and JSON string output (escaping with UTF-8 repair).
  *
  * Responses are written by hand into an sbuf (no cJSON on the output path): the
  * streaming path formats one chunk per engine step per request, and hand-written
  * output controls number formatting and UTF-8 repair. An allocation failure sets
  * `oom` and turns further writes into no-ops; callers check it once at the end.
  * Not thread-safe: one owner at a time. */
-#ifndef INFERD_SERVER_BUF_H
-#define INFERD_SERVER_BUF_H
+#ifndef INFERD_UTIL_BUF_H
+#define INFERD_UTIL_BUF_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util/common.h"
+#include "common.h"
 
 typedef struct sbuf {
     char *p;    /* NUL-terminated when n > 0 or after sbuf_cstr */
@@ -36,13 +36,6 @@ char *sbuf_take(sbuf *b, size_t *n);
 void sbuf_json_str(sbuf *b, const char *s, size_t n);
 /* A JSON number; NaN and infinities (not JSON) become -9999.0 / +-1e38. */
 void sbuf_json_num(sbuf *b, double v);
-
-/* Length of the longest prefix of s[0..n) made of whole valid UTF-8 characters
- * followed by no invalid bytes: returns n when the whole text is valid. */
-size_t utf8_valid_prefix(const char *s, size_t n);
-/* Decode one character at s (n bytes available); returns its length, or 0 when the
- * bytes there are not a valid, complete UTF-8 sequence. */
-size_t utf8_char_len(const unsigned char *s, size_t n);
 
 /* n random characters [0-9a-zA-Z] (getrandom), NUL-terminated: out holds n + 1. */
 void rand_alnum(char *out, size_t n);

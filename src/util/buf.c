@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "utf8.h"
+
 void sbuf_free(sbuf *b) {
     if (!b) return;
     free(b->p);
@@ -79,43 +81,6 @@ char *sbuf_take(sbuf *b, size_t *n) {
     if (!p) p = calloc(1, 1);
     memset(b, 0, sizeof *b);
     return p;
-}
-
-size_t utf8_char_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-    return len;
-}
-
-size_t utf8_valid_prefix(const char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        size_t k = utf8_char_len((const unsigned char *)s + i, n - i);
-        if (!k) return i;
-        i += k;
-    }
-    return n;
 }
 
 void sbuf_json_str(sbuf *b, const char *s, size_t n) {
