@@ -1,9 +1,12 @@
 /* kern.h — the per-ISA kernel table behind the fast CPU ops (ops_fast.c).
  *
- * One table per dispatch level: kern_scalar.c (plain C, the reference dot per
- * element), kern_avx2.c (AVX2/FMA/F16C), kern_avx512.c (AVX-512 F/BW/VL + VNNI). The
- * SIMD files compile their functions with target attributes, so the rest of the build
- * stays generic x86-64 and the level is picked at run time.
+ * One table per dispatch level: kern_scalar.c (plain C, no matmul micro-kernels: the
+ * reference dot per element), kern_avx2.c (AVX2/FMA/F16C), kern_avx512.c (AVX-512
+ * F/BW/VL + VNNI). The ISA files hold micro-kernels only; the weight-type dispatch and
+ * the row/token tiling are shared (kern_dispatch.c), driven by the quant traits and by
+ * each table's per-type tile shape. The SIMD files compile their functions with target
+ * attributes, so the rest of the build stays generic x86-64 and the level is picked at
+ * run time.
  *
  * Batch invariance contract for every gemm: out[t][r] is computed by the same
  * instruction sequence (fixed reduction order over K) whatever tile (r, t) falls in,
@@ -16,21 +19,44 @@
 #include <stdint.h>
 
 #include "../../model/model.h"
+#include "../../model/quant.h"
 #include "../../util/cpu_features.h"
 #include "ops.h"
 
+/* One matmul micro-kernel: out[t * out_stride + r] = dot(row r of w, activation row t)
+ * for a fixed tile of rows x tokens; w: the first row (rows row_bytes apart), act: the
+ * first activation row (rows act_stride apart, prepared or f32), K: elements per row. */
+typedef void (*kern_tile_fn)(const uint8_t *w, size_t row_bytes, const uint8_t *act,
+                             size_t act_stride, int64_t K, float *out, size_t out_stride);
+
+/* The micro-kernels of one weight type at one level. The shared tiling
+ * (kern_gemm_rows) walks a row range in tiles of nr rows x nt tokens with the four
+ * instantiations of one tile body: tile[nr rows?][nt tokens?]. nr == 0: no kernel
+ * (the reference dot per element on f32 activation rows). */
+typedef struct kern_gemm {
+    int32_t nr, nt;
+    kern_tile_fn tile[2][2]; /* [0][0]: 1x1, [0][1]: 1 x nt, [1][0]: nr x 1, [1][1]: nr x nt */
+} kern_gemm;
+
+/* For the ISA files: the four instantiations NAME_11 .. NAME_rt of an always-inline
+ * tile body BODY(NR, NT, type, w, row_bytes, act, act_stride, KARG, out, out_stride)
+ * (KARG: an expression of K, e.g. K / 32 blocks), and their kern_gemm entry. */
+#define KERN_TILE_ARGS                                                                    \
+    const uint8_t *w, size_t rb, const uint8_t *a, size_t as, int64_t K, float *o, size_t os
+#define KERN_TILES(NAME, BODY, T, NR, NT, KARG)                                           \
+    static void NAME##_11(KERN_TILE_ARGS) { BODY(1, 1, T, w, rb, a, as, KARG, o, os); }   \
+    static void NAME##_1t(KERN_TILE_ARGS) { BODY(1, NT, T, w, rb, a, as, KARG, o, os); }  \
+    static void NAME##_r1(KERN_TILE_ARGS) { BODY(NR, 1, T, w, rb, a, as, KARG, o, os); }  \
+    static void NAME##_rt(KERN_TILE_ARGS) { BODY(NR, NT, T, w, rb, a, as, KARG, o, os); }
+#define KERN_GEMM(NAME, NR, NT) {NR, NT, {{NAME##_11, NAME##_1t}, {NAME##_r1, NAME##_rt}}}
+
 typedef struct kern_table {
     cpu_level level;
-    /* Bytes of one prepared activation row of K elements for weight type t; 0 means
-     * the gemm reads the f32 row as it is (no preparation). */
-    size_t (*act_row_bytes)(ggml_type t, int64_t K);
-    /* Prepare (quantize) one activation row x[K] into dst (act_row_bytes bytes). */
-    void (*act_prepare)(ggml_type t, const float *x, void *dst, int64_t K);
-    /* out[t * out_stride + r] = dot(row r of w, activation row t) for r in [r0, r1),
-     * t in [0, nt). act: nt rows act_stride bytes apart (prepared, or f32 rows).
-     * scratch: >= KERN_GEMM_SCRATCH_FLOATS(w->n_cols) floats (per thread). */
-    void (*gemm)(const wmat *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
-                 int32_t nt, float *out, size_t out_stride, float *scratch);
+    /* Bytes of one prepared activation row of K elements in this level's layout of
+     * qt->act (never called for QUANT_ACT_F32), and its preparation from x[K]. */
+    size_t (*act_row_bytes)(const quant_traits *qt, int64_t K);
+    void (*act_prepare)(const quant_traits *qt, const float *x, void *dst, int64_t K);
+    kern_gemm gemm[GGML_TYPE_COUNT_]; /* indexed by weight type */
     void (*rmsnorm)(float *out, const float *x, const float *w, int32_t n, float eps);
     /* out = silu(gate) * up */
     void (*swiglu)(float *out, const float *gate, const float *up, int32_t n);
@@ -50,16 +76,23 @@ typedef struct kern_table {
 /* Query tokens per attention tile (attn_tile). */
 #define KERN_ATTN_QT 4
 
-/* Per-thread gemm scratch (room for a tile of 4 rows of K floats; the current kernels
- * work in registers and leave it unused). */
-#define KERN_GEMM_SCRATCH_FLOATS(K) ((size_t)4 * (size_t)(K))
-
 extern const kern_table kern_scalar_table;
 /* NULL when the file was compiled for a non-x86 target. */
 const kern_table *kern_avx2_get(void);
 const kern_table *kern_avx512_get(void);
 
+/* ---- shared dispatch (kern_dispatch.c) ---------------------------------------------- */
+
 /* The table for a level (NULL when the CPU lacks it). */
 const kern_table *kern_for_level(cpu_level l);
+/* Bytes of one prepared activation row for weight type t at this level; 0: the gemm
+ * reads the f32 rows as they are (no preparation). */
+size_t kern_act_row_bytes(const kern_table *k, ggml_type t, int64_t K);
+/* Prepare one activation row x[K] for weight type t (kern_act_row_bytes > 0 only). */
+void kern_act_prepare(const kern_table *k, ggml_type t, const float *x, void *dst, int64_t K);
+/* out[t * out_stride + r] = dot(row r of w, activation row t) for r in [r0, r1), t in
+ * [0, nt): the one tiling every level shares. act: nt rows act_stride bytes apart. */
+void kern_gemm_rows(const kern_table *k, const wmat *w, int64_t r0, int64_t r1, const void *act,
+                    size_t act_stride, int32_t nt, float *out, size_t out_stride);
 
 #endif
