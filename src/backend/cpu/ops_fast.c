@@ -202,6 +202,7 @@ typedef struct rows_job {
     const kern_table *k;
     float *out;
     const float *x, *w, *y;
+    const int32_t *idx; /* rmsnorm: source rows, or NULL for 0.. */
     int64_t n_rows, n;
     float eps;
 } rows_job;
@@ -209,16 +210,24 @@ typedef struct rows_job {
 static void rmsnorm_task(void *p, int32_t task, int32_t n_tasks, int32_t thread) {
     const rows_job *j = p;
     const int64_t r0 = j->n_rows * task / n_tasks, r1 = j->n_rows * (task + 1) / n_tasks;
-    for (int64_t r = r0; r < r1; r++)
-        j->k->rmsnorm(j->out + r * j->n, j->x + r * j->n, j->w, (int32_t)j->n, j->eps);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t src = j->idx ? j->idx[r] : r;
+        j->k->rmsnorm(j->out + r * j->n, j->x + src * j->n, j->w, (int32_t)j->n, j->eps);
+    }
+}
+
+void op_rmsnorm_gather(ops_ctx *c, float *out, const float *x, const int32_t *rows,
+                       int32_t n_rows, const float *w, int32_t n, float eps) {
+    rows_job j = {.k = c->k, .out = out, .x = x, .w = w, .idx = rows, .n_rows = n_rows, .n = n,
+                  .eps = eps};
+    /* below ~16k elements a task is cheaper than waking the pool */
+    const int32_t tasks = (int64_t)n_rows * n < 16384 ? 1 : IFD_MIN(n_rows, c->n_threads);
+    tp_run(c->pool, rmsnorm_task, &j, tasks);
 }
 
 void op_rmsnorm_rows(ops_ctx *c, float *out, const float *x, const float *w, int32_t n_rows,
                      int32_t n, float eps) {
-    rows_job j = {.k = c->k, .out = out, .x = x, .w = w, .n_rows = n_rows, .n = n, .eps = eps};
-    /* below ~16k elements a task is cheaper than waking the pool */
-    const int32_t tasks = (int64_t)n_rows * n < 16384 ? 1 : IFD_MIN(n_rows, c->n_threads);
-    tp_run(c->pool, rmsnorm_task, &j, tasks);
+    op_rmsnorm_gather(c, out, x, NULL, n_rows, w, n, eps);
 }
 
 #define SWIGLU_SPLIT 4096 /* elements; task boundaries on multiples of it */
