@@ -78,8 +78,12 @@ typedef struct fwd_ops {
 /* The RoPE parameters of a model. */
 rope_params fwd_rope_params(const model *m);
 
-/* Check a batch against the backend's limits (bugs in the caller assert).
- * Then run the whole forward: logits[i] = the output row of token logits_index[i]. */
+/* Check a batch against the backend's limits (a malformed batch is a bug in the engine:
+ * it asserts). fwd_run checks, then runs the whole forward over ops/ctx with buf:
+ * logits[i][n_vocab] = the output of token row bt->logits_index[i], i < n_logits (any
+ * rows, in any order, repeats allowed, up to cfg.max_logits). logits is where the output
+ * matmul writes: the CPU backend passes the caller's host buffer; a device backend
+ * passes its own buffer and copies back. Returns the first failing op's status. */
 void fwd_check_batch(const backend *b, const ifd_batch *bt);
 int fwd_run(const fwd_ops *ops, void *ctx, const backend *b, const fwd_bufs *buf,
             const ifd_batch *bt, float *logits);

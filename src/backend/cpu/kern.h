@@ -24,10 +24,14 @@
 #include "ops.h"
 
 /* One matmul micro-kernel: out[t * out_stride + r] = dot(row r of w, activation row t)
- * for a fixed tile of rows x tokens; w: the first row (rows row_bytes apart), act: the
- * first activation row (rows act_stride apart, prepared or f32), K: elements per row. */
+ * for the kernel's tile of tokens t and rows r < n_rows (n_rows a multiple of the
+ * tile's row count: the kernel walks consecutive row tiles for the same tokens, which
+ * lets a decode step stream a whole row range in one call). w: the first row (rows
+ * row_bytes apart), act: the first activation row (rows act_stride apart, prepared or
+ * f32), K: elements per row. */
 typedef void (*kern_tile_fn)(const uint8_t *w, size_t row_bytes, const uint8_t *act,
-                             size_t act_stride, int64_t K, float *out, size_t out_stride);
+                             size_t act_stride, int64_t K, float *out, size_t out_stride,
+                             int64_t n_rows);
 
 /* The micro-kernels of one weight type at one level. The shared tiling
  * (kern_gemm_rows) walks a row range in tiles of nr rows x nt tokens with the four
@@ -40,14 +44,21 @@ typedef struct kern_gemm {
 
 /* For the ISA files: the four instantiations NAME_11 .. NAME_rt of an always-inline
  * tile body BODY(NR, NT, type, w, row_bytes, act, act_stride, KARG, out, out_stride)
- * (KARG: an expression of K, e.g. K / 32 blocks), and their kern_gemm entry. */
-#define KERN_TILE_ARGS                                                                    \
-    const uint8_t *w, size_t rb, const uint8_t *a, size_t as, int64_t K, float *o, size_t os
-#define KERN_TILES(NAME, BODY, T, NR, NT, KARG)                                           \
-    static void NAME##_11(KERN_TILE_ARGS) { BODY(1, 1, T, w, rb, a, as, KARG, o, os); }   \
-    static void NAME##_1t(KERN_TILE_ARGS) { BODY(1, NT, T, w, rb, a, as, KARG, o, os); }  \
-    static void NAME##_r1(KERN_TILE_ARGS) { BODY(NR, 1, T, w, rb, a, as, KARG, o, os); }  \
-    static void NAME##_rt(KERN_TILE_ARGS) { BODY(NR, NT, T, w, rb, a, as, KARG, o, os); }
+ * (KARG: an expression of K, e.g. K / 32 blocks), each walking n rows in row tiles,
+ * and their kern_gemm entry. */
+#define KERN_TILE_ARGS                                                                     \
+    const uint8_t *w, size_t rb, const uint8_t *a, size_t as, int64_t K, float *o, size_t os, \
+        int64_t n
+#define KERN_TILE_FN(NAME, BODY, T, NR, NT, KARG)                                          \
+    static void NAME(KERN_TILE_ARGS) {                                                     \
+        for (int64_t r = 0; r < n; r += (NR))                                               \
+            BODY(NR, NT, T, w + (size_t)r * rb, rb, a, as, KARG, o + r, os);              \
+    }
+#define KERN_TILES(NAME, BODY, T, NR, NT, KARG)                                            \
+    KERN_TILE_FN(NAME##_11, BODY, T, 1, 1, KARG)                                           \
+    KERN_TILE_FN(NAME##_1t, BODY, T, 1, NT, KARG)                                          \
+    KERN_TILE_FN(NAME##_r1, BODY, T, NR, 1, KARG)                                          \
+    KERN_TILE_FN(NAME##_rt, BODY, T, NR, NT, KARG)
 #define KERN_GEMM(NAME, NR, NT) {NR, NT, {{NAME##_11, NAME##_1t}, {NAME##_r1, NAME##_rt}}}
 
 typedef struct kern_table {

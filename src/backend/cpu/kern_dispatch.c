@@ -43,10 +43,12 @@ void kern_act_prepare(const kern_table *k, ggml_type t, const float *x, void *ds
 static inline void row_tile(const kern_gemm *g, int big, const uint8_t *wr, size_t rb,
                             const uint8_t *act, size_t as, int32_t nt, int64_t K, float *out,
                             size_t os) {
+    const int64_t n = big ? g->nr : 1;
     int32_t j = 0;
     for (; j + g->nt <= nt; j += g->nt)
-        g->tile[big][1](wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os, os);
-    for (; j < nt; j++) g->tile[big][0](wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os, os);
+        g->tile[big][1](wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os, os, n);
+    for (; j < nt; j++)
+        g->tile[big][0](wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os, os, n);
 }
 
 void kern_gemm_rows(const kern_table *k, const wmat *w, int64_t r0, int64_t r1, const void *act,
@@ -69,5 +71,9 @@ void kern_gemm_rows(const kern_table *k, const wmat *w, int64_t r0, int64_t r1, 
      * sequential DRAM stream, which a core fetches far faster than interleaved rows. */
     for (; nt >= g->nt && r + g->nr <= r1; r += g->nr)
         row_tile(g, 1, base + (size_t)r * rb, rb, a, as, nt, w->n_cols, out + r, os);
+    if (nt == 1 && r < r1) { /* one token: the remaining rows in one call */
+        g->tile[0][0](base + (size_t)r * rb, rb, a, as, w->n_cols, out + r, os, r1 - r);
+        return;
+    }
     for (; r < r1; r++) row_tile(g, 0, base + (size_t)r * rb, rb, a, as, nt, w->n_cols, out + r, os);
 }
