@@ -24,19 +24,20 @@
 #include "ops.h"
 
 /* One matmul micro-kernel: out[t * out_stride + r] = dot(row r of w, activation row t)
- * for the kernel's tile of tokens t and rows r < n_rows (n_rows a multiple of the
- * tile's row count: the kernel walks consecutive row tiles for the same tokens, which
- * lets a decode step stream a whole row range in one call). w: the first row (rows
- * row_bytes apart), act: the first activation row (rows act_stride apart, prepared or
- * f32), K: elements per row. */
+ * over a rectangle of the kernel's tiles: rows r < n_rows by tokens t < n_tok (n_rows a
+ * multiple of the tile's rows, n_tok of its tokens), row tile by row tile, token tiles
+ * in order within each. One call covers a whole row tile's token range, or (decode) a
+ * whole row range for one token, so the call costs nothing per tile. w: the first row
+ * (rows row_bytes apart), act: the first activation row (rows act_stride apart,
+ * prepared or f32), K: elements per row. */
 typedef void (*kern_tile_fn)(const uint8_t *w, size_t row_bytes, const uint8_t *act,
                              size_t act_stride, int64_t K, float *out, size_t out_stride,
-                             int64_t n_rows);
+                             int64_t n_rows, int32_t n_tok);
 
-/* The micro-kernels of one weight type at one level. The shared tiling
- * (kern_gemm_rows) walks a row range in tiles of nr rows x nt tokens with the four
- * instantiations of one tile body: tile[nr rows?][nt tokens?]. nr == 0: no kernel
- * (the reference dot per element on f32 activation rows). */
+/* The micro-kernels of one weight type at one level: its tile shape (nr rows x nt
+ * tokens) and the four instantiations of one tile body, tile[nr rows?][nt tokens?].
+ * The shared tiling (kern_gemm_rows) decides which rectangles to hand them. nr == 0:
+ * no kernel (the reference dot per element on f32 activation rows). */
 typedef struct kern_gemm {
     int32_t nr, nt;
     kern_tile_fn tile[2][2]; /* [0][0]: 1x1, [0][1]: 1 x nt, [1][0]: nr x 1, [1][1]: nr x nt */
@@ -44,15 +45,17 @@ typedef struct kern_gemm {
 
 /* For the ISA files: the four instantiations NAME_11 .. NAME_rt of an always-inline
  * tile body BODY(NR, NT, type, w, row_bytes, act, act_stride, KARG, out, out_stride)
- * (KARG: an expression of K, e.g. K / 32 blocks), each walking n rows in row tiles,
- * and their kern_gemm entry. */
+ * (KARG: an expression of K, e.g. K / 32 blocks) over a rectangle of tiles, and their
+ * kern_gemm entry. */
 #define KERN_TILE_ARGS                                                                     \
     const uint8_t *w, size_t rb, const uint8_t *a, size_t as, int64_t K, float *o, size_t os, \
-        int64_t n
+        int64_t n_rows, int32_t n_tok
 #define KERN_TILE_FN(NAME, BODY, T, NR, NT, KARG)                                          \
     static void NAME(KERN_TILE_ARGS) {                                                     \
-        for (int64_t r = 0; r < n; r += (NR))                                               \
-            BODY(NR, NT, T, w + (size_t)r * rb, rb, a, as, KARG, o + r, os);              \
+        for (int64_t r = 0; r < n_rows; r += (NR))                                          \
+            for (int32_t j = 0; j < n_tok; j += (NT))                                       \
+                BODY(NR, NT, T, w + (size_t)r * rb, rb, a + (size_t)j * as, as, KARG,       \
+                     o + (size_t)j * os + r, os);                                          \
     }
 #define KERN_TILES(NAME, BODY, T, NR, NT, KARG)                                            \
     KERN_TILE_FN(NAME##_11, BODY, T, 1, 1, KARG)                                           \

@@ -38,17 +38,17 @@ void kern_act_prepare(const kern_table *k, ggml_type t, const float *x, void *ds
     k->act_prepare(qt, x, dst, K);
 }
 
-/* One row tile (g->nr rows when big, else 1) across the nt tokens: full token tiles,
- * then single tokens. */
+/* One row tile (g->nr rows when big, else 1) across the nt tokens: the full token
+ * tiles in one call, then the remaining tokens one by one in another. */
 static inline void row_tile(const kern_gemm *g, int big, const uint8_t *wr, size_t rb,
                             const uint8_t *act, size_t as, int32_t nt, int64_t K, float *out,
                             size_t os) {
     const int64_t n = big ? g->nr : 1;
-    int32_t j = 0;
-    for (; j + g->nt <= nt; j += g->nt)
-        g->tile[big][1](wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os, os, n);
-    for (; j < nt; j++)
-        g->tile[big][0](wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os, os, n);
+    const int32_t full = nt / g->nt * g->nt;
+    if (full > 0) g->tile[big][1](wr, rb, act, as, K, out, os, n, full);
+    if (full < nt)
+        g->tile[big][0](wr, rb, act + (size_t)full * as, as, K, out + (size_t)full * os, os, n,
+                        nt - full);
 }
 
 void kern_gemm_rows(const kern_table *k, const wmat *w, int64_t r0, int64_t r1, const void *act,
@@ -72,7 +72,7 @@ void kern_gemm_rows(const kern_table *k, const wmat *w, int64_t r0, int64_t r1, 
     for (; nt >= g->nt && r + g->nr <= r1; r += g->nr)
         row_tile(g, 1, base + (size_t)r * rb, rb, a, as, nt, w->n_cols, out + r, os);
     if (nt == 1 && r < r1) { /* one token: the remaining rows in one call */
-        g->tile[0][0](base + (size_t)r * rb, rb, a, as, w->n_cols, out + r, os, r1 - r);
+        g->tile[0][0](base + (size_t)r * rb, rb, a, as, w->n_cols, out + r, os, r1 - r, 1);
         return;
     }
     for (; r < r1; r++) row_tile(g, 0, base + (size_t)r * rb, rb, a, as, nt, w->n_cols, out + r, os);
