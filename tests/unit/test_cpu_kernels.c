@@ -4,7 +4,8 @@
  * with odd shapes (rows not a multiple of any tile, K tails, T = 1, 3, 17, 64).
  * Plus batch invariance: a token row computed alone, inside a batch of 7 and inside
  * a batch of 64 is bit-identical (matmul, multi-matmul, attention, and the whole CPU
- * backend on the shakespeare test models).
+ * backend on the shakespeare test models), and a forward asking for every token's
+ * logits gives each row bit for bit as forwards asking for that row alone.
  *
  * Tolerances (stated at each check):
  *  - scalar level (and Q5_0 everywhere, no SIMD kernel): the matmul is the reference
