@@ -28,26 +28,20 @@ static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         uint8_t *row = d + (size_t)r * w.row_bytes;
         for (int64_t i = 0; i < cols; i++) tmp[i] = frand() * 0.05f;
-        switch (t) {
-        case GGML_TYPE_F32: memcpy(row, tmp, (size_t)cols * 4); break;
-        case GGML_TYPE_F16:
-            for (int64_t i = 0; i < cols; i++) ((uint16_t *)row)[i] = ifd_f32_to_fp16(tmp[i]);
-            break;
-        case GGML_TYPE_BF16:
-            for (int64_t i = 0; i < cols; i++) ((uint16_t *)row)[i] = ifd_f32_to_bf16(tmp[i]);
-            break;
-        case GGML_TYPE_Q8_0: quant_quantize_row_q8_0(tmp, (block_q8_0 *)row, cols); break;
-        case GGML_TYPE_Q4_0: quant_quantize_row_q4_0(tmp, (block_q4_0 *)row, cols); break;
-        default: /* K-quants: random bytes with sane super-block scales */
-            for (size_t i = 0; i < w.row_bytes; i++) row[i] = (uint8_t)(frand() * 127 + 128);
-            for (int64_t b = 0; b < cols / 256; b++) {
-                if (t == GGML_TYPE_Q4_K) {
-                    block_q4_K *blk = (block_q4_K *)row + b;
-                    blk->d = ifd_f32_to_fp16(0.001f);
-                    blk->dmin = ifd_f32_to_fp16(0.001f);
-                } else {
-                    ((block_q6_K *)row + b)->d = ifd_f32_to_fp16(0.0005f);
-                }
+        const quant_traits *qt = quant_traits_of(t);
+        if (qt->quantize_row) {
+            qt->quantize_row(tmp, row, cols);
+            continue;
+        }
+        /* K-quants: random bytes with sane super-block scales */
+        for (size_t i = 0; i < w.row_bytes; i++) row[i] = (uint8_t)(frand() * 127 + 128);
+        for (int64_t b = 0; b < cols / 256; b++) {
+            if (t == GGML_TYPE_Q4_K) {
+                block_q4_K *blk = (block_q4_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.001f);
+                blk->dmin = ifd_f32_to_fp16(0.001f);
+            } else {
+                ((block_q6_K *)row + b)->d = ifd_f32_to_fp16(0.0005f);
             }
         }
     }

@@ -178,7 +178,8 @@ static int bind_vec(loader *L, const char *name, int64_t n, bool optional, const
     const gguf_tensor *t;
     int rc = find_tensor(L, name, n, 0, optional, &t);
     if (rc || !t) return rc;
-    if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)
+    const quant_traits *qt = quant_traits_of(t->type); /* find_tensor checked support */
+    if (!qt || qt->block_size != 1 || qt->act != QUANT_ACT_F32) /* F32, F16, BF16 */
         return ifd_errf(L->err, L->err_bytes, IFD_ERR_UNSUPPORTED,
                         "model: 1-D tensor '%s' must be F32, F16 or BF16", name);
     IFD_ASSERT(L->vec_used + (size_t)n <= L->vec_cap);

@@ -1,6 +1,7 @@
-/* quant.c — reference (plain C) dequantization and dot products for the weight types
- * inferd computes with: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K. Fixed accumulation
- * order: block by block, element by element, in f32. Thread-safe. */
+/* quant.c — the traits table of the weight types inferd computes with (F32, F16, BF16,
+ * Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) and their reference (plain C) dequantization, dot
+ * products and quantizers. Fixed accumulation order: block by block, element by
+ * element, in f32. Thread-safe. */
 #include "quant.h"
 
 #include <math.h>
@@ -75,26 +76,92 @@ ifd_bf16 ifd_f32_to_bf16(float f) {
     return (ifd_bf16)(x >> 16);
 }
 
-bool quant_type_supported(ggml_type t) {
-    switch (t) {
-    case GGML_TYPE_F32:
-    case GGML_TYPE_F16:
-    case GGML_TYPE_BF16:
-    case GGML_TYPE_Q8_0:
-    case GGML_TYPE_Q4_0:
-    case GGML_TYPE_Q5_0:
-    case GGML_TYPE_Q4_K:
-    case GGML_TYPE_Q6_K:
-        return true;
-    default:
-        return false;
-    }
-}
-
 size_t quant_row_bytes(ggml_type t, int64_t n) {
     const ggml_type_info *ti = ggml_type_get((uint32_t)t);
     IFD_ASSERT(ti && n % ti->block_size == 0);
     return (size_t)(n / ti->block_size) * ti->type_bytes;
+}
+
+/* ---- float types ------------------------------------------------------------------------ */
+
+static void deq_row_f32(const void *row, float *out, int64_t n) {
+    memcpy(out, row, (size_t)n * sizeof(float));
+}
+static float dot_f32(const void *row, const float *x, int64_t n) {
+    const uint8_t *p = row;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float w;
+        memcpy(&w, p + 4 * i, 4);
+        sum += w * x[i];
+    }
+    return sum;
+}
+static void quant_row_f32(const float *x, void *row, int64_t n) {
+    memcpy(row, x, (size_t)n * sizeof(float));
+}
+
+/* F16 / BF16: one 16-bit value per element; CONV is the exact conversion to f32. */
+#define HALF_ROW_FNS(name, CONV, BACK)                                                        \
+    static void deq_row_##name(const void *row, float *out, int64_t n) {                    \
+        const uint8_t *p = row;                                                             \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            uint16_t h;                                                                     \
+            memcpy(&h, p + 2 * i, 2);                                                       \
+            out[i] = CONV(h);                                                               \
+        }                                                                                   \
+    }                                                                                       \
+    static float dot_##name(const void *row, const float *x, int64_t n) {                   \
+        const uint8_t *p = row;                                                             \
+        float sum = 0.0f;                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            uint16_t h;                                                                     \
+            memcpy(&h, p + 2 * i, 2);                                                       \
+            sum += CONV(h) * x[i];                                                          \
+        }                                                                                   \
+        return sum;                                                                         \
+    }                                                                                       \
+    static void quant_row_##name(const float *x, void *row, int64_t n) {                    \
+        uint8_t *p = row;                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            const uint16_t h = BACK(x[i]);                                                  \
+            memcpy(p + 2 * i, &h, 2);                                                       \
+        }                                                                                   \
+    }
+HALF_ROW_FNS(f16, ifd_fp16_to_f32, ifd_f32_to_fp16)
+HALF_ROW_FNS(bf16, ifd_bf16_to_f32, ifd_f32_to_bf16)
+
+/* ---- block types: one block dequantizer each -------------------------------------------- */
+
+static void deq_block_q8_0(const uint8_t *blk, float *y) {
+    block_q8_0 b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d);
+    for (int j = 0; j < QK8_0; j++) y[j] = d * b.qs[j];
+}
+
+static void deq_block_q4_0(const uint8_t *blk, float *y) {
+    block_q4_0 b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d);
+    for (int j = 0; j < QK4_0 / 2; j++) {
+        y[j] = d * ((b.qs[j] & 0xF) - 8);
+        y[j + QK4_0 / 2] = d * ((b.qs[j] >> 4) - 8);
+    }
+}
+
+static void deq_block_q5_0(const uint8_t *blk, float *y) {
+    block_q5_0 b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d);
+    uint32_t qh;
+    memcpy(&qh, b.qh, 4);
+    for (int j = 0; j < QK4_0 / 2; j++) {
+        const int lo = (int)((b.qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16;
+        const int hi = (int)((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
+        y[j] = d * lo;
+        y[j + QK4_0 / 2] = d * hi;
+    }
 }
 
 static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
@@ -107,15 +174,17 @@ static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_
     }
 }
 
-static void dequant_block_q4_K(const block_q4_K *b, float *y) {
-    const float d = ifd_fp16_to_f32(b->d), dmin = ifd_fp16_to_f32(b->dmin);
-    const uint8_t *q = b->qs;
+static void deq_block_q4_K(const uint8_t *blk, float *y) {
+    block_q4_K b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d), dmin = ifd_fp16_to_f32(b.dmin);
+    const uint8_t *q = b.qs;
     int is = 0;
     for (int j = 0; j < QK_K; j += 64) {
         uint8_t sc, m;
-        get_scale_min_k4(is, b->scales, &sc, &m);
+        get_scale_min_k4(is, b.scales, &sc, &m);
         const float d1 = d * sc, m1 = dmin * m;
-        get_scale_min_k4(is + 1, b->scales, &sc, &m);
+        get_scale_min_k4(is + 1, b.scales, &sc, &m);
         const float d2 = d * sc, m2 = dmin * m;
         for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
         for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
@@ -124,10 +193,12 @@ static void dequant_block_q4_K(const block_q4_K *b, float *y) {
     }
 }
 
-static void dequant_block_q6_K(const block_q6_K *b, float *y) {
-    const float d = ifd_fp16_to_f32(b->d);
-    const uint8_t *ql = b->ql, *qh = b->qh;
-    const int8_t *sc = b->scales;
+static void deq_block_q6_K(const uint8_t *blk, float *y) {
+    block_q6_K b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d);
+    const uint8_t *ql = b.ql, *qh = b.qh;
+    const int8_t *sc = b.scales;
     for (int n = 0; n < QK_K; n += 128) {
         for (int l = 0; l < 32; l++) {
             int is = l / 16;
@@ -147,124 +218,86 @@ static void dequant_block_q6_K(const block_q6_K *b, float *y) {
     }
 }
 
-/* Dequantize one block (block_size elements) of a block-quantized type. */
-static void dequant_block(ggml_type t, const uint8_t *blk, float *y) {
-    switch (t) {
-    case GGML_TYPE_Q8_0: {
-        block_q8_0 b;
-        memcpy(&b, blk, sizeof b);
-        const float d = ifd_fp16_to_f32(b.d);
-        for (int j = 0; j < QK8_0; j++) y[j] = d * b.qs[j];
-        break;
+/* Row dequantizer and dot of a block type: block by block; the dot dequantizes a block
+ * and accumulates its products into one running f32 sum, in element order. */
+#define BLOCK_ROW_FNS(name, BS, BB)                                                           \
+    static void deq_row_##name(const void *row, float *out, int64_t n) {                    \
+        const uint8_t *p = row;                                                             \
+        for (int64_t b = 0; b < n / (BS); b++) deq_block_##name(p + (size_t)b * (BB), out + b * (BS)); \
+    }                                                                                       \
+    static float dot_##name(const void *row, const float *x, int64_t n) {                   \
+        const uint8_t *p = row;                                                             \
+        float sum = 0.0f, tmp[BS];                                                          \
+        for (int64_t b = 0; b < n / (BS); b++) {                                            \
+            deq_block_##name(p + (size_t)b * (BB), tmp);                                    \
+            const float *xb = x + b * (BS);                                                 \
+            for (int j = 0; j < (BS); j++) sum += tmp[j] * xb[j];                           \
+        }                                                                                   \
+        return sum;                                                                         \
     }
-    case GGML_TYPE_Q4_0: {
-        block_q4_0 b;
-        memcpy(&b, blk, sizeof b);
-        const float d = ifd_fp16_to_f32(b.d);
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            y[j] = d * ((b.qs[j] & 0xF) - 8);
-            y[j + QK4_0 / 2] = d * ((b.qs[j] >> 4) - 8);
-        }
-        break;
-    }
-    case GGML_TYPE_Q5_0: {
-        block_q5_0 b;
-        memcpy(&b, blk, sizeof b);
-        const float d = ifd_fp16_to_f32(b.d);
-        uint32_t qh;
-        memcpy(&qh, b.qh, 4);
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            const int lo = (int)((b.qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16;
-            const int hi = (int)((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
-            y[j] = d * lo;
-            y[j + QK4_0 / 2] = d * hi;
-        }
-        break;
-    }
-    case GGML_TYPE_Q4_K: {
-        block_q4_K b;
-        memcpy(&b, blk, sizeof b);
-        dequant_block_q4_K(&b, y);
-        break;
-    }
-    case GGML_TYPE_Q6_K: {
-        block_q6_K b;
-        memcpy(&b, blk, sizeof b);
-        dequant_block_q6_K(&b, y);
-        break;
-    }
-    default:
-        IFD_ASSERT(!"not a block type");
-    }
+BLOCK_ROW_FNS(q8_0, QK8_0, sizeof(block_q8_0))
+BLOCK_ROW_FNS(q4_0, QK4_0, sizeof(block_q4_0))
+BLOCK_ROW_FNS(q5_0, QK4_0, sizeof(block_q5_0))
+BLOCK_ROW_FNS(q4_K, QK_K, sizeof(block_q4_K))
+BLOCK_ROW_FNS(q6_K, QK_K, sizeof(block_q6_K))
+
+static void quant_row_q8_0(const float *x, void *row, int64_t n) {
+    quant_quantize_row_q8_0(x, row, n);
+}
+static void quant_row_q4_0(const float *x, void *row, int64_t n) {
+    quant_quantize_row_q4_0(x, row, n);
+}
+
+/* ---- the traits table ------------------------------------------------------------------- */
+
+#define FLOAT_TYPE(T, n, bytes)                                                               \
+    [GGML_TYPE_##T] = {.type = GGML_TYPE_##T, .name = #T, .block_size = 1, .block_bytes = bytes, \
+                       .dequantize_row = deq_row_##n, .dot = dot_##n, .quantize_row = quant_row_##n, \
+                       .act = QUANT_ACT_F32}
+
+static const quant_traits TRAITS[GGML_TYPE_COUNT_] = {
+    FLOAT_TYPE(F32, f32, 4),
+    FLOAT_TYPE(F16, f16, 2),
+    FLOAT_TYPE(BF16, bf16, 2),
+    [GGML_TYPE_Q8_0] = {.type = GGML_TYPE_Q8_0, .name = "Q8_0", .block_size = QK8_0,
+                        .block_bytes = sizeof(block_q8_0), .dequantize_row = deq_row_q8_0,
+                        .dot = dot_q8_0, .quantize_row = quant_row_q8_0, .act = QUANT_ACT_Q8_32,
+                        .q_signed = true, .q_group = 32},
+    [GGML_TYPE_Q4_0] = {.type = GGML_TYPE_Q4_0, .name = "Q4_0", .block_size = QK4_0,
+                        .block_bytes = sizeof(block_q4_0), .dequantize_row = deq_row_q4_0,
+                        .dot = dot_q4_0, .quantize_row = quant_row_q4_0, .act = QUANT_ACT_Q8_32,
+                        .q_zero = 8, .q_group = 32},
+    /* no SIMD kernel: the fast path runs the reference dot on f32 rows */
+    [GGML_TYPE_Q5_0] = {.type = GGML_TYPE_Q5_0, .name = "Q5_0", .block_size = QK4_0,
+                        .block_bytes = sizeof(block_q5_0), .dequantize_row = deq_row_q5_0,
+                        .dot = dot_q5_0, .act = QUANT_ACT_F32},
+    [GGML_TYPE_Q4_K] = {.type = GGML_TYPE_Q4_K, .name = "Q4_K", .block_size = QK_K,
+                        .block_bytes = sizeof(block_q4_K), .dequantize_row = deq_row_q4_K,
+                        .dot = dot_q4_K, .act = QUANT_ACT_Q8_32, .q_group = 32, .q_min = true},
+    [GGML_TYPE_Q6_K] = {.type = GGML_TYPE_Q6_K, .name = "Q6_K", .block_size = QK_K,
+                        .block_bytes = sizeof(block_q6_K), .dequantize_row = deq_row_q6_K,
+                        .dot = dot_q6_K, .act = QUANT_ACT_Q8_32, .q_zero = 32, .q_group = 16},
+};
+
+const quant_traits *quant_traits_of(ggml_type t) {
+    if ((unsigned)t >= GGML_TYPE_COUNT_ || !TRAITS[t].dot) return NULL;
+    return &TRAITS[t];
+}
+
+bool quant_type_supported(ggml_type t) {
+    return quant_traits_of(t) != NULL;
 }
 
 void quant_dequantize_row_ref(ggml_type t, const void *row, float *out, int64_t n) {
-    const uint8_t *p = row;
-    switch (t) {
-    case GGML_TYPE_F32:
-        memcpy(out, row, (size_t)n * sizeof(float));
-        return;
-    case GGML_TYPE_F16:
-        for (int64_t i = 0; i < n; i++) {
-            ifd_fp16 h;
-            memcpy(&h, p + 2 * i, 2);
-            out[i] = ifd_fp16_to_f32(h);
-        }
-        return;
-    case GGML_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            ifd_bf16 h;
-            memcpy(&h, p + 2 * i, 2);
-            out[i] = ifd_bf16_to_f32(h);
-        }
-        return;
-    default: {
-        const ggml_type_info *ti = ggml_type_get((uint32_t)t);
-        IFD_ASSERT(ti && quant_type_supported(t) && n % ti->block_size == 0);
-        for (int64_t b = 0; b < n / ti->block_size; b++)
-            dequant_block(t, p + (size_t)b * ti->type_bytes, out + b * ti->block_size);
-    }
-    }
+    const quant_traits *qt = quant_traits_of(t);
+    IFD_ASSERT(qt && n % qt->block_size == 0);
+    qt->dequantize_row(row, out, n);
 }
 
 float quant_dot_ref(ggml_type t, const void *row, const float *x, int64_t n) {
-    const uint8_t *p = row;
-    float sum = 0.0f;
-    switch (t) {
-    case GGML_TYPE_F32: {
-        for (int64_t i = 0; i < n; i++) {
-            float w;
-            memcpy(&w, p + 4 * i, 4);
-            sum += w * x[i];
-        }
-        return sum;
-    }
-    case GGML_TYPE_F16:
-        for (int64_t i = 0; i < n; i++) {
-            ifd_fp16 h;
-            memcpy(&h, p + 2 * i, 2);
-            sum += ifd_fp16_to_f32(h) * x[i];
-        }
-        return sum;
-    case GGML_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            ifd_bf16 h;
-            memcpy(&h, p + 2 * i, 2);
-            sum += ifd_bf16_to_f32(h) * x[i];
-        }
-        return sum;
-    default: {
-        const ggml_type_info *ti = ggml_type_get((uint32_t)t);
-        IFD_ASSERT(ti && quant_type_supported(t) && n % ti->block_size == 0);
-        float tmp[QK_K];
-        for (int64_t b = 0; b < n / ti->block_size; b++) {
-            dequant_block(t, p + (size_t)b * ti->type_bytes, tmp);
-            const float *xb = x + b * ti->block_size;
-            for (uint32_t j = 0; j < ti->block_size; j++) sum += tmp[j] * xb[j];
-        }
-        return sum;
-    }
-    }
+    const quant_traits *qt = quant_traits_of(t);
+    IFD_ASSERT(qt && n % qt->block_size == 0);
+    return qt->dot(row, x, n);
 }
 
 void quant_quantize_row_q8_0(const float *x, block_q8_0 *out, int64_t n) {

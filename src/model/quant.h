@@ -1,8 +1,11 @@
 /* quant.h — weight formats we compute with, in plain C (the reference).
  *
- * Every supported type has a row dequantizer and a dot product with an f32 vector that
- * dequantizes in registers, block by block, accumulating in f32 in a fixed order (the
- * reference every optimized kernel is tested against). Thread-safe (pure functions). */
+ * One traits entry per supported type (quant_traits_of) holds every per-type fact the
+ * rest of the code needs: block geometry, the reference row dequantizer, the reference
+ * dot with an f32 vector (dequantizes block by block, accumulates in f32 in a fixed
+ * order: the ground truth every optimized kernel is tested against), the reference
+ * quantizer where there is one, and which activation format the fast kernels want.
+ * Adding a type is one entry here plus its kernels. Thread-safe (pure functions). */
 #ifndef INFERD_QUANT_H
 #define INFERD_QUANT_H
 #include "../util/layer/model.h"
@@ -55,12 +58,41 @@ ifd_fp16 ifd_f32_to_fp16(float f);
 float ifd_bf16_to_f32(ifd_bf16 h);
 ifd_bf16 ifd_f32_to_bf16(float f);
 
-/* Can we compute with (dot/dequantize) this type? */
+/* The activation rows the fast (SIMD) matmul kernels of a weight type read. */
+typedef enum quant_act {
+    QUANT_ACT_F32 = 0, /* the f32 rows as they are */
+    QUANT_ACT_Q8_32,   /* int8 in blocks of 32 with an f32 scale per block (integer dot) */
+} quant_act;
+
+typedef struct quant_traits {
+    ggml_type type;
+    const char *name;
+    uint32_t block_size;  /* elements per block */
+    uint32_t block_bytes; /* bytes per block */
+    /* reference row kernels; n a multiple of block_size */
+    void (*dequantize_row)(const void *row, float *out, int64_t n);
+    float (*dot)(const void *row, const float *x, int64_t n);
+    /* reference quantizer (round to nearest), or NULL (K-quants: read only) */
+    void (*quantize_row)(const float *x, void *row, int64_t n);
+    quant_act act;
+    /* QUANT_ACT_Q8_32: how the stored quants q relate to the weight's integer value v */
+    bool q_signed;   /* q stored as int8, v = q (Q8_0) */
+    uint8_t q_zero;  /* unsigned q: v = q - q_zero (Q4_0 8, Q6_K 32; 0 when none) */
+    uint8_t q_group; /* elements sharing one scale, over which the zero correction sums
+                      * the activations (32; Q6_K 16) */
+    bool q_min;      /* a float minimum per 32-element sub-block (Q4_K: w = d*sc*q - dmin*m):
+                      * the activations carry d_a * sum(a) per block */
+} quant_traits;
+
+/* The traits of a type we can compute with, or NULL. */
+const quant_traits *quant_traits_of(ggml_type t);
+
+/* Can we compute with (dot/dequantize) this type? (quant_traits_of(t) != NULL) */
 bool quant_type_supported(ggml_type t);
 /* Bytes of one row of n elements (n a multiple of the block size). */
 size_t quant_row_bytes(ggml_type t, int64_t n);
 
-/* Reference row kernels. n must be a multiple of the type's block size. */
+/* Reference row kernels (through the traits). n must be a multiple of the block size. */
 void quant_dequantize_row_ref(ggml_type t, const void *row, float *out, int64_t n);
 float quant_dot_ref(ggml_type t, const void *row, const float *x, int64_t n);
 

@@ -4,7 +4,8 @@
  * with odd shapes (rows not a multiple of any tile, K tails, T = 1, 3, 17, 64).
  * Plus batch invariance: a token row computed alone, inside a batch of 7 and inside
  * a batch of 64 is bit-identical (matmul, multi-matmul, attention, and the whole CPU
- * backend on the shakespeare test models).
+ * backend on the shakespeare test models), and a forward asking for every token's
+ * logits gives each row bit for bit as forwards asking for that row alone.
  *
  * Tolerances (stated at each check):
  *  - scalar level (and Q5_0 everywhere, no SIMD kernel): the matmul is the reference
@@ -53,39 +54,27 @@ static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++) {
         uint8_t *row = d + (size_t)r * w.row_bytes;
         for (int64_t i = 0; i < cols; i++) tmp[i] = frand() * 0.1f;
-        switch (t) {
-        case GGML_TYPE_F32: memcpy(row, tmp, (size_t)cols * 4); break;
-        case GGML_TYPE_F16:
-            for (int64_t i = 0; i < cols; i++) {
-                ifd_fp16 h = ifd_f32_to_fp16(tmp[i]);
-                memcpy(row + 2 * i, &h, 2);
-            }
-            break;
-        case GGML_TYPE_BF16:
-            for (int64_t i = 0; i < cols; i++) {
-                ifd_bf16 h = ifd_f32_to_bf16(tmp[i]);
-                memcpy(row + 2 * i, &h, 2);
-            }
-            break;
-        case GGML_TYPE_Q8_0: quant_quantize_row_q8_0(tmp, (block_q8_0 *)row, cols); break;
-        case GGML_TYPE_Q4_0: quant_quantize_row_q4_0(tmp, (block_q4_0 *)row, cols); break;
-        default: /* K-quants: random bytes (every bit pattern of quants/scales is valid)
-                  * with positive super-block scales of a sane size */
-            for (size_t i = 0; i < w.row_bytes; i++) row[i] = (uint8_t)(frand() * 127.0f + 128.0f);
-            for (int64_t b = 0; t != GGML_TYPE_Q5_0 && b < cols / QK_K; b++) {
-                if (t == GGML_TYPE_Q4_K) {
-                    block_q4_K *blk = (block_q4_K *)row + b;
-                    blk->d = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
-                    blk->dmin = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
-                } else {
-                    block_q6_K *blk = (block_q6_K *)row + b;
-                    blk->d = ifd_f32_to_fp16(0.0005f * (1.5f + frand()));
-                }
-            }
-            if (t == GGML_TYPE_Q5_0)
-                for (int64_t b = 0; b < cols / 32; b++)
-                    ((block_q5_0 *)row + b)->d = ifd_f32_to_fp16(0.005f * (1.5f + frand()));
+        const quant_traits *qt = quant_traits_of(t);
+        if (qt->quantize_row) {
+            qt->quantize_row(tmp, row, cols);
+            continue;
         }
+        /* K-quants, Q5_0: random bytes (every bit pattern of quants/scales is valid)
+         * with positive block scales of a sane size */
+        for (size_t i = 0; i < w.row_bytes; i++) row[i] = (uint8_t)(frand() * 127.0f + 128.0f);
+        for (int64_t b = 0; t != GGML_TYPE_Q5_0 && b < cols / QK_K; b++) {
+            if (t == GGML_TYPE_Q4_K) {
+                block_q4_K *blk = (block_q4_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
+                blk->dmin = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
+            } else {
+                block_q6_K *blk = (block_q6_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.0005f * (1.5f + frand()));
+            }
+        }
+        if (t == GGML_TYPE_Q5_0)
+            for (int64_t b = 0; b < cols / 32; b++)
+                ((block_q5_0 *)row + b)->d = ifd_f32_to_fp16(0.005f * (1.5f + frand()));
     }
     free(tmp);
     w.data = d;
@@ -99,7 +88,8 @@ static float *rand_vec(size_t n, float scale) {
 }
 
 /* Which types use int8 activations at a level: the four block-quantized types at
- * both SIMD levels. */
+ * both SIMD levels (stated here, not read from the traits, so a traits entry that
+ * wrongly asks for int8 activations fails the tight tolerance). */
 static bool is_int8_act(ggml_type t, int level) {
     return level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 ||
                                        t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K);
@@ -455,6 +445,82 @@ static void test_backend_models(void) {
     }
 }
 
+
+/* Many logits rows per forward (prompt logprobs: every prompt token; speculative
+ * verification: k+1 rows), with max_logits == max_batch_tokens: a forward asking for
+ * every token's logits gives, bit for bit, what forwards asking for one row each give
+ * (the same batch rerun writes the same K/V, so each rerun sees the same cache), for
+ * the reference and the fast backend. Then arbitrary rows: a scrambled list with
+ * repeats, longer than the batch (max_logits 2 x max_batch_tokens), and none at all. */
+static void test_logits_rows(void) {
+    const char *files[] = {"shakespeare-target.gguf", "shakespeare-target-Q4_K_M.gguf"};
+    for (size_t f = 0; f < IFD_ARRAY_LEN(files); f++) {
+        char path[1024], err[256];
+        snprintf(path, sizeof path, "%s/models/%s", INFERD_SHARED_DIR, files[f]);
+        model *m = NULL;
+        if (model_load(&m, path, err, sizeof err)) {
+            CHECKF(0, "cannot load %s: %s", path, err);
+            continue;
+        }
+        const int32_t V = (int32_t)m->hp.n_vocab;
+        enum { TMAX = 48 };
+        for (int reference = 0; reference < 2; reference++) {
+            backend_config cfg = {.n_threads = 2, .block_size = 16, .n_blocks = 16,
+                                  .max_batch_tokens = TMAX, .max_batch_seqs = 2,
+                                  .max_logits = 2 * TMAX, .max_seq_len = 128,
+                                  .reference = reference};
+            backend *b = NULL;
+            CHECKF(backend_cpu_create(&b, m, &cfg, err, sizeof err) == IFD_OK, "%s", err);
+            if (!b) continue;
+            /* seq 0: 30 tokens at 0..29, seq 1: 17 tokens at 5..21 (blocks 8..) */
+            int32_t ids[TMAX], pos[TMAX], slot[TMAX], lidx[2 * TMAX], ss[3] = {0, 30, 47}, ctx[2] = {30, 22};
+            int32_t bt[2 * 8];
+            const int32_t T = 47;
+            for (int32_t t = 0; t < T; t++) {
+                const int s = t >= 30;
+                ids[t] = 3 + (t * 97 + s * 11) % (V - 3);
+                pos[t] = s ? 5 + (t - 30) : t;
+                slot[t] = s * 8 * 16 + pos[t];
+                lidx[t] = t;
+            }
+            for (int k = 0; k < 8; k++) bt[k] = k, bt[8 + k] = 8 + k;
+            ifd_batch batch = {.n_tokens = T, .token_ids = ids, .positions = pos, .slot_mapping = slot,
+                               .n_seqs = 2, .seq_start = ss, .context_len = ctx, .block_table = bt,
+                               .max_blocks_per_seq = 8, .n_logits = T, .logits_index = lidx};
+            float *all = malloc((size_t)2 * TMAX * V * 4), *one = malloc((size_t)V * 4);
+            CHECK(backend_forward(b, &batch, all) == IFD_OK);
+            int bad = 0;
+            for (int32_t t = 0; t < T; t++) {
+                int32_t row = t;
+                batch.n_logits = 1;
+                batch.logits_index = &row;
+                CHECK(backend_forward(b, &batch, one) == IFD_OK);
+                bad += memcmp(one, all + (size_t)t * V, (size_t)V * 4) != 0;
+            }
+            CHECKF(bad == 0, "%s %s: %d of %d rows differ between all-rows and one-row forwards",
+                   files[f], reference ? "ref" : "fast", bad, T);
+            /* scrambled rows with repeats, 2T of them */
+            float *many = malloc((size_t)2 * TMAX * V * 4);
+            for (int32_t i = 0; i < 2 * T; i++) lidx[i] = (i * 29 + 7) % T;
+            batch.n_logits = 2 * T;
+            batch.logits_index = lidx;
+            CHECK(backend_forward(b, &batch, many) == IFD_OK);
+            bad = 0;
+            for (int32_t i = 0; i < 2 * T; i++)
+                bad += memcmp(many + (size_t)i * V, all + (size_t)lidx[i] * V, (size_t)V * 4) != 0;
+            CHECKF(bad == 0, "%s %s: %d scrambled rows differ", files[f], reference ? "ref" : "fast",
+                   bad);
+            batch.n_logits = 0;
+            CHECK(backend_forward(b, &batch, NULL) == IFD_OK);
+            free(all);
+            free(one);
+            free(many);
+            backend_destroy(b);
+        }
+        model_destroy(m);
+    }
+}
+
 static void test_features(void) {
     const cpu_features *f = cpu_features_get();
     printf("  avx2 %d fma %d f16c %d avx512f %d bw %d vl %d vnni %d bf16 %d avxvnni %d -> %s (default %s)\n",
@@ -470,4 +536,5 @@ static void test_features(void) {
 }
 
 TEST_MAIN(T(test_features), T(test_matmul_all_types), T(test_matmul_batch_invariance),
-          T(test_elementwise), T(test_rope), T(test_attention), T(test_backend_models))
+          T(test_elementwise), T(test_rope), T(test_attention), T(test_backend_models),
+          T(test_logits_rows))

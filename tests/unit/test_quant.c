@@ -158,5 +158,52 @@ static void test_dot_equals_dequant(void) {
     }
 }
 
-TEST_MAIN(T(test_fp16), T(test_q8_0_q4_0_roundtrip), T(test_k_quants), T(test_q5_0),
+/* The traits table: exactly the types we compute with, geometry equal to the GGUF
+ * reader's, the quantizers round-trip through the dequantizers, the integer-activation
+ * facts (zero points, scale groups, minimum) match each format's definition. */
+static void test_traits(void) {
+    const ggml_type supported[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                                   GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    int n = 0;
+    for (int t = 0; t < GGML_TYPE_COUNT_ + 3; t++) {
+        const quant_traits *qt = quant_traits_of((ggml_type)t);
+        if (!qt) continue;
+        n++;
+        bool listed = false;
+        for (size_t i = 0; i < sizeof supported / sizeof supported[0]; i++) listed |= (int)supported[i] == t;
+        CHECKF(listed, "type %d has traits", t);
+        CHECK(quant_type_supported((ggml_type)t));
+        const ggml_type_info *ti = ggml_type_get((uint32_t)t);
+        CHECK(ti && qt->type == (ggml_type)t && !strcmp(qt->name, ti->name));
+        CHECK(qt->block_size == ti->block_size && qt->block_bytes == ti->type_bytes);
+        CHECK(qt->dequantize_row && qt->dot);
+        if (qt->act == QUANT_ACT_Q8_32) {
+            CHECK(qt->block_size % 32 == 0 && (qt->q_group == 32 || qt->q_group == 16));
+            CHECK(!(qt->q_signed && qt->q_zero));
+        }
+        if (qt->quantize_row) { /* round trip of 64 values in [-1, 1] */
+            enum { N = 64 };
+            float x[N], y[N];
+            uint8_t row[N * 4];
+            unsigned s = 11;
+            for (int i = 0; i < N; i++) x[i] = frand(&s);
+            qt->quantize_row(x, row, N);
+            qt->dequantize_row(row, y, N);
+            float worst = 0;
+            for (int i = 0; i < N; i++) worst = fmaxf(worst, fabsf(x[i] - y[i]));
+            const float tol = qt->block_size == 1 ? (t == GGML_TYPE_F32 ? 0.0f : 4e-3f)
+                                                  : (t == GGML_TYPE_Q4_0 ? 1.0f / 8 * 1.01f : 1.0f / 127);
+            CHECKF(worst <= tol, "%s round trip error %g", qt->name, (double)worst);
+        }
+    }
+    CHECK(n == (int)(sizeof supported / sizeof supported[0]));
+    CHECK(quant_traits_of(GGML_TYPE_Q2_K) == NULL && quant_traits_of(GGML_TYPE_COUNT_) == NULL);
+    const quant_traits *q8 = quant_traits_of(GGML_TYPE_Q8_0), *q4 = quant_traits_of(GGML_TYPE_Q4_0);
+    const quant_traits *q4k = quant_traits_of(GGML_TYPE_Q4_K), *q6k = quant_traits_of(GGML_TYPE_Q6_K);
+    CHECK(q8->q_signed && q4->q_zero == 8 && q6k->q_zero == 32 && q6k->q_group == 16);
+    CHECK(q4k->q_min && q4k->q_zero == 0 && !q4k->q_signed);
+    CHECK(quant_traits_of(GGML_TYPE_Q5_0)->act == QUANT_ACT_F32);
+}
+
+TEST_MAIN(T(test_traits), T(test_fp16), T(test_q8_0_q4_0_roundtrip), T(test_k_quants), T(test_q5_0),
           T(test_dot_equals_dequant))

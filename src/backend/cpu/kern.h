@@ -1,9 +1,12 @@
 /* kern.h — the per-ISA kernel table behind the fast CPU ops (ops_fast.c).
  *
- * One table per dispatch level: kern_scalar.c (plain C, the reference dot per
- * element), kern_avx2.c (AVX2/FMA/F16C), kern_avx512.c (AVX-512 F/BW/VL + VNNI). The
- * SIMD files compile their functions with target attributes, so the rest of the build
- * stays generic x86-64 and the level is picked at run time.
+ * One table per dispatch level: kern_scalar.c (plain C, no matmul micro-kernels: the
+ * reference dot per element), kern_avx2.c (AVX2/FMA/F16C), kern_avx512.c (AVX-512
+ * F/BW/VL + VNNI). The ISA files hold micro-kernels only; the weight-type dispatch and
+ * the row/token tiling are shared (kern_dispatch.c), driven by the quant traits and by
+ * each table's per-type tile shape. The SIMD files compile their functions with target
+ * attributes, so the rest of the build stays generic x86-64 and the level is picked at
+ * run time.
  *
  * Batch invariance contract for every gemm: out[t][r] is computed by the same
  * instruction sequence (fixed reduction order over K) whatever tile (r, t) falls in,
@@ -17,21 +20,58 @@
 #include <stdint.h>
 
 #include "../../model/model.h"
+#include "../../model/quant.h"
 #include "../../util/cpu_features.h"
 #include "ops.h"
 
+/* One matmul micro-kernel: out[t * out_stride + r] = dot(row r of w, activation row t)
+ * over a rectangle of the kernel's tiles: rows r < n_rows by tokens t < n_tok (n_rows a
+ * multiple of the tile's rows, n_tok of its tokens), row tile by row tile, token tiles
+ * in order within each. One call covers a whole row tile's token range, or (decode) a
+ * whole row range for one token, so the call costs nothing per tile. w: the first row
+ * (rows row_bytes apart), act: the first activation row (rows act_stride apart,
+ * prepared or f32), K: elements per row. */
+typedef void (*kern_tile_fn)(const uint8_t *w, size_t row_bytes, const uint8_t *act,
+                             size_t act_stride, int64_t K, float *out, size_t out_stride,
+                             int64_t n_rows, int32_t n_tok);
+
+/* The micro-kernels of one weight type at one level: its tile shape (nr rows x nt
+ * tokens) and the four instantiations of one tile body, tile[nr rows?][nt tokens?].
+ * The shared tiling (kern_gemm_rows) decides which rectangles to hand them. nr == 0:
+ * no kernel (the reference dot per element on f32 activation rows). */
+typedef struct kern_gemm {
+    int32_t nr, nt;
+    kern_tile_fn tile[2][2]; /* [0][0]: 1x1, [0][1]: 1 x nt, [1][0]: nr x 1, [1][1]: nr x nt */
+} kern_gemm;
+
+/* For the ISA files: the four instantiations NAME_11 .. NAME_rt of an always-inline
+ * tile body BODY(NR, NT, type, w, row_bytes, act, act_stride, KARG, out, out_stride)
+ * (KARG: an expression of K, e.g. K / 32 blocks) over a rectangle of tiles, and their
+ * kern_gemm entry. */
+#define KERN_TILE_ARGS                                                                     \
+    const uint8_t *w, size_t rb, const uint8_t *a, size_t as, int64_t K, float *o, size_t os, \
+        int64_t n_rows, int32_t n_tok
+#define KERN_TILE_FN(NAME, BODY, T, NR, NT, KARG)                                          \
+    static void NAME(KERN_TILE_ARGS) {                                                     \
+        for (int64_t r = 0; r < n_rows; r += (NR))                                          \
+            for (int32_t j = 0; j < n_tok; j += (NT))                                       \
+                BODY(NR, NT, T, w + (size_t)r * rb, rb, a + (size_t)j * as, as, KARG,       \
+                     o + (size_t)j * os + r, os);                                          \
+    }
+#define KERN_TILES(NAME, BODY, T, NR, NT, KARG)                                            \
+    KERN_TILE_FN(NAME##_11, BODY, T, 1, 1, KARG)                                           \
+    KERN_TILE_FN(NAME##_1t, BODY, T, 1, NT, KARG)                                          \
+    KERN_TILE_FN(NAME##_r1, BODY, T, NR, 1, KARG)                                          \
+    KERN_TILE_FN(NAME##_rt, BODY, T, NR, NT, KARG)
+#define KERN_GEMM(NAME, NR, NT) {NR, NT, {{NAME##_11, NAME##_1t}, {NAME##_r1, NAME##_rt}}}
+
 typedef struct kern_table {
     cpu_level level;
-    /* Bytes of one prepared activation row of K elements for weight type t; 0 means
-     * the gemm reads the f32 row as it is (no preparation). */
-    size_t (*act_row_bytes)(ggml_type t, int64_t K);
-    /* Prepare (quantize) one activation row x[K] into dst (act_row_bytes bytes). */
-    void (*act_prepare)(ggml_type t, const float *x, void *dst, int64_t K);
-    /* out[t * out_stride + r] = dot(row r of w, activation row t) for r in [r0, r1),
-     * t in [0, nt). act: nt rows act_stride bytes apart (prepared, or f32 rows).
-     * scratch: >= KERN_GEMM_SCRATCH_FLOATS(w->n_cols) floats (per thread). */
-    void (*gemm)(const wmat *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
-                 int32_t nt, float *out, size_t out_stride, float *scratch);
+    /* Bytes of one prepared activation row of K elements in this level's layout of
+     * qt->act (never called for QUANT_ACT_F32), and its preparation from x[K]. */
+    size_t (*act_row_bytes)(const quant_traits *qt, int64_t K);
+    void (*act_prepare)(const quant_traits *qt, const float *x, void *dst, int64_t K);
+    kern_gemm gemm[GGML_TYPE_COUNT_]; /* indexed by weight type */
     void (*rmsnorm)(float *out, const float *x, const float *w, int32_t n, float eps);
     /* out = silu(gate) * up */
     void (*swiglu)(float *out, const float *gate, const float *up, int32_t n);
@@ -51,16 +91,23 @@ typedef struct kern_table {
 /* Query tokens per attention tile (attn_tile). */
 #define KERN_ATTN_QT 4
 
-/* Per-thread gemm scratch (room for a tile of 4 rows of K floats; the current kernels
- * work in registers and leave it unused). */
-#define KERN_GEMM_SCRATCH_FLOATS(K) ((size_t)4 * (size_t)(K))
-
 extern const kern_table kern_scalar_table;
 /* NULL when the file was compiled for a non-x86 target. */
 const kern_table *kern_avx2_get(void);
 const kern_table *kern_avx512_get(void);
 
+/* ---- shared dispatch (kern_dispatch.c) ---------------------------------------------- */
+
 /* The table for a level (NULL when the CPU lacks it). */
 const kern_table *kern_for_level(cpu_level l);
+/* Bytes of one prepared activation row for weight type t at this level; 0: the gemm
+ * reads the f32 rows as they are (no preparation). */
+size_t kern_act_row_bytes(const kern_table *k, ggml_type t, int64_t K);
+/* Prepare one activation row x[K] for weight type t (kern_act_row_bytes > 0 only). */
+void kern_act_prepare(const kern_table *k, ggml_type t, const float *x, void *dst, int64_t K);
+/* out[t * out_stride + r] = dot(row r of w, activation row t) for r in [r0, r1), t in
+ * [0, nt): the one tiling every level shares. act: nt rows act_stride bytes apart. */
+void kern_gemm_rows(const kern_table *k, const wmat *w, int64_t r0, int64_t r1, const void *act,
+                    size_t act_stride, int32_t nt, float *out, size_t out_stride);
 
 #endif

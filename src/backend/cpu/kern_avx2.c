@@ -9,6 +9,8 @@
  *    (Q6_K: 6-bit q with a -32 * sum offset per 16-element scale group; Q4_K: nibbles,
  *    d*sc in the FMA, the dmin*m minimum as one 8-lane FMA per super-block against the
  *    activation's per-block d_a * sum(a)).
+ * Micro-kernels only: the tiling over rows and tokens and the type dispatch are shared
+ * (kern_dispatch.c); this file gives each type its tile bodies and shape (k2_table).
  * Every output element runs the same instruction sequence whatever its tile: batch
  * invariant. Thread-safe (no state). */
 #include <math.h>
@@ -56,15 +58,15 @@ typedef struct a8_block {
     float d[8];      /* the block scale in every lane */
 } a8_block;
 
-/* Row: a8_block[K / 32], then (Q4_K) float dsum[K / 32] = d_a * sum(a) per block. */
-static size_t k2_act_row_bytes(ggml_type t, int64_t K) {
-    if (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q6_K)
-        return (size_t)(K / 32) * sizeof(a8_block);
-    if (t == GGML_TYPE_Q4_K) return (size_t)(K / 32) * (sizeof(a8_block) + sizeof(float));
-    return 0;
+/* Row (QUANT_ACT_Q8_32): a8_block[K / 32], then (q_min types) float dsum[K / 32] =
+ * d_a * sum(a) per block. */
+static size_t k2_act_row_bytes(const quant_traits *qt, int64_t K) {
+    return (size_t)(K / 32) * (sizeof(a8_block) + (qt->q_min ? sizeof(float) : 0));
 }
 
-static void k2_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
+/* The offset vector: -q_zero * sum(a) per scale group (int32 lanes 0-7 cover 32 elements:
+ * groups of 16 = lanes 0-3 and 4-7); Q8_0 (signed, q_zero 0) needs none. */
+static void k2_act_prepare(const quant_traits *qt, const float *x, void *dst, int64_t K) {
     IFD_ASSERT(K % 32 == 0);
     a8_block *ab = dst;
     const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -96,12 +98,14 @@ static void k2_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
             s1 += lanes1[i];
         }
         memset(ab[b].bias, 0, sizeof ab[b].bias);
-        if (t == GGML_TYPE_Q4_0) ab[b].bias[0] = -8 * (s0 + s1);
-        if (t == GGML_TYPE_Q6_K) { /* its scale groups of 16 = int32 lanes 0-3, 4-7 */
-            ab[b].bias[0] = -32 * s0;
-            ab[b].bias[4] = -32 * s1;
+        const int32_t M = qt->q_zero;
+        if (qt->q_group == 16) {
+            ab[b].bias[0] = -M * s0;
+            ab[b].bias[4] = -M * s1;
+        } else {
+            ab[b].bias[0] = -M * (s0 + s1);
         }
-        if (t == GGML_TYPE_Q4_K) ((float *)(ab + K / 32))[b] = d * (float)(s0 + s1);
+        if (qt->q_min) ((float *)(ab + K / 32))[b] = d * (float)(s0 + s1);
         for (int i = 0; i < 8; i++) ab[b].d[i] = d;
     }
 }
@@ -152,38 +156,8 @@ AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
         for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = hsum8(acc[r][j]);
 }
 
-AI void gemm_a8(const ggml_type t, const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
-                size_t as, int32_t nt, float *out, size_t os) {
-    const int64_t nb = w->n_cols / 32;
-    const size_t rb = w->row_bytes;
-    int64_t r = r0;
-    /* decode-sized calls: one row at a time = one sequential DRAM stream (faster) */
-    for (; nt >= INT && r + INR <= r1; r += INR) {
-        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
-        int32_t j = 0;
-        for (; j + INT <= nt; j += INT)
-            a8_tile(INR, INT, t, wr, rb, act + (size_t)j * as, as, nb, out + (size_t)j * os + r, os);
-        for (; j < nt; j++)
-            a8_tile(INR, 1, t, wr, rb, act + (size_t)j * as, as, nb, out + (size_t)j * os + r, os);
-    }
-    for (; r < r1; r++) {
-        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
-        int32_t j = 0;
-        for (; j + INT <= nt; j += INT)
-            a8_tile(1, INT, t, wr, rb, act + (size_t)j * as, as, nb, out + (size_t)j * os + r, os);
-        for (; j < nt; j++)
-            a8_tile(1, 1, t, wr, rb, act + (size_t)j * as, as, nb, out + (size_t)j * os + r, os);
-    }
-}
-
-static void gemm_q4_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                      int32_t nt, float *out, size_t os) {
-    gemm_a8(GGML_TYPE_Q4_0, w, r0, r1, act, as, nt, out, os);
-}
-static void gemm_q8_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                      int32_t nt, float *out, size_t os) {
-    gemm_a8(GGML_TYPE_Q8_0, w, r0, r1, act, as, nt, out, os);
-}
+KERN_TILES(q8_0, a8_tile, GGML_TYPE_Q8_0, INR, INT, K / 32)
+KERN_TILES(q4_0, a8_tile, GGML_TYPE_Q4_0, INR, INT, K / 32)
 
 /* ---- K-quants, integer path: one 32-element block of the activation at a time ------- */
 
@@ -280,37 +254,8 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
         for (int jt = 0; jt < NT; jt++) out[(size_t)jt * out_stride + r] = hsum8(acc[r][jt]);
 }
 
-AI void gemm_kq_t(const ggml_type t, const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
-                  size_t as, int32_t nt, float *out, size_t os) {
-    const int64_t nsb = w->n_cols / QK_K;
-    const size_t rb = w->row_bytes;
-    int64_t r = r0;
-    for (; nt >= KQ_NT && r + KQ_NR <= r1; r += KQ_NR) { /* one row at a time for decode */
-        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
-        int32_t j = 0;
-        for (; j + KQ_NT <= nt; j += KQ_NT)
-            kq_tile(KQ_NR, KQ_NT, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
-        for (; j < nt; j++)
-            kq_tile(KQ_NR, 1, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
-    }
-    for (; r < r1; r++) {
-        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
-        int32_t j = 0;
-        for (; j + KQ_NT <= nt; j += KQ_NT)
-            kq_tile(1, KQ_NT, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
-        for (; j < nt; j++)
-            kq_tile(1, 1, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
-    }
-}
-
-static void gemm_q4_K(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                      int32_t nt, float *out, size_t os) {
-    gemm_kq_t(GGML_TYPE_Q4_K, w, r0, r1, act, as, nt, out, os);
-}
-static void gemm_q6_K(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                      int32_t nt, float *out, size_t os) {
-    gemm_kq_t(GGML_TYPE_Q6_K, w, r0, r1, act, as, nt, out, os);
-}
+KERN_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, K / QK_K)
+KERN_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, K / QK_K)
 
 /* ---- float paths ----------------------------------------------------------------------- */
 
@@ -366,69 +311,9 @@ AI void f_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_
         for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = hsum8(acc[r][j]);
 }
 
-AI void gemm_f_rows(ggml_type t, const uint8_t *base, size_t rb, int64_t K, int64_t nr,
-                    const uint8_t *act, size_t as, int32_t nt, float *out, size_t os) {
-    int64_t r = 0;
-    for (; nt >= FNT && r + FNR <= nr; r += FNR) { /* see gemm_a8 */
-        const uint8_t *wr = base + (size_t)r * rb;
-        int32_t j = 0;
-        for (; j + FNT <= nt; j += FNT)
-            f_tile(FNR, FNT, t, wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os + r, os);
-        for (; j < nt; j++)
-            f_tile(FNR, 1, t, wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os + r, os);
-    }
-    for (; r < nr; r++) {
-        const uint8_t *wr = base + (size_t)r * rb;
-        int32_t j = 0;
-        for (; j + FNT <= nt; j += FNT)
-            f_tile(1, FNT, t, wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os + r, os);
-        for (; j < nt; j++)
-            f_tile(1, 1, t, wr, rb, act + (size_t)j * as, as, K, out + (size_t)j * os + r, os);
-    }
-}
-
-static void gemm_f32(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const uint8_t *a,
-                     size_t as, int32_t nt, float *o, size_t os) {
-    gemm_f_rows(GGML_TYPE_F32, b, rb, K, nr, a, as, nt, o, os);
-}
-static void gemm_f16(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const uint8_t *a,
-                     size_t as, int32_t nt, float *o, size_t os) {
-    gemm_f_rows(GGML_TYPE_F16, b, rb, K, nr, a, as, nt, o, os);
-}
-static void gemm_bf16(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const uint8_t *a,
-                      size_t as, int32_t nt, float *o, size_t os) {
-    gemm_f_rows(GGML_TYPE_BF16, b, rb, K, nr, a, as, nt, o, os);
-}
-
-static void k2_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size_t as,
-                    int32_t nt, float *out, size_t os, float *scratch) {
-    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
-    switch (w->type) {
-    case GGML_TYPE_Q8_0:
-        gemm_q8_0(w, r0, r1, act, as, nt, out, os);
-        break;
-    case GGML_TYPE_Q4_0:
-        gemm_q4_0(w, r0, r1, act, as, nt, out, os);
-        break;
-    case GGML_TYPE_F32:
-        gemm_f32(base, w->row_bytes, w->n_cols, r1 - r0, act, as, nt, out + r0, os);
-        break;
-    case GGML_TYPE_F16:
-        gemm_f16(base, w->row_bytes, w->n_cols, r1 - r0, act, as, nt, out + r0, os);
-        break;
-    case GGML_TYPE_BF16:
-        gemm_bf16(base, w->row_bytes, w->n_cols, r1 - r0, act, as, nt, out + r0, os);
-        break;
-    case GGML_TYPE_Q4_K:
-        gemm_q4_K(w, r0, r1, act, as, nt, out, os);
-        break;
-    case GGML_TYPE_Q6_K:
-        gemm_q6_K(w, r0, r1, act, as, nt, out, os);
-        break;
-    default: /* types without a SIMD kernel (e.g. Q5_0): the reference dot on f32 rows */
-        kern_scalar_table.gemm(w, r0, r1, act, as, nt, out, os, scratch);
-    }
-}
+KERN_TILES(f32, f_tile, GGML_TYPE_F32, FNR, FNT, K)
+KERN_TILES(f16, f_tile, GGML_TYPE_F16, FNR, FNT, K)
+KERN_TILES(bf16, f_tile, GGML_TYPE_BF16, FNR, FNT, K)
 
 /* ---- elementwise ----------------------------------------------------------------------- */
 
@@ -548,7 +433,14 @@ static const kern_table k2_table = {
     .level = CPU_LEVEL_AVX2,
     .act_row_bytes = k2_act_row_bytes,
     .act_prepare = k2_act_prepare,
-    .gemm = k2_gemm,
+    /* tile shapes: 2x3 (integer paths; 16 accumulators would spill), 3x4 (float) */
+    .gemm = {[GGML_TYPE_Q8_0] = KERN_GEMM(q8_0, INR, INT),
+             [GGML_TYPE_Q4_0] = KERN_GEMM(q4_0, INR, INT),
+             [GGML_TYPE_Q4_K] = KERN_GEMM(q4_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q6_K] = KERN_GEMM(q6_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_F32] = KERN_GEMM(f32, FNR, FNT),
+             [GGML_TYPE_F16] = KERN_GEMM(f16, FNR, FNT),
+             [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},
     .rmsnorm = k2_rmsnorm,
     .swiglu = k2_swiglu,
     .attn = k2_attn,

@@ -19,7 +19,9 @@
  * Tiles: NR weight rows x NT tokens per micro-kernel; the per-element instruction
  * sequence (pairs of blocks / 16-element steps in K order, one accumulator, then the
  * same horizontal sum) is identical for every tile shape, so results are batch
- * invariant. Thread-safe (no state). */
+ * invariant. Micro-kernels only: the row/token tiling and the type dispatch are shared
+ * (kern_dispatch.c); k5_table gives each type its tile bodies and shape.
+ * Thread-safe (no state). */
 #include <math.h>
 #include <string.h>
 
@@ -47,22 +49,13 @@ typedef struct a8_pair {
     int32_t bias[16]; /* lane 0: -M * sum(block 0), lane 8: -M * sum(block 1), else 0 */
 } a8_pair;
 
-/* Offset added to the weights to make them unsigned bytes, and the activation group
- * (elements) whose sum the offset correction uses:
- *   Q8_0: w + 128, per block of 32;  Q4_0: nibble = w + 8, per 32;
- *   Q6_K: 6-bit q = w + 32, per 16 (its scale groups);  Q4_K: none (its minimum is a
- *   separate float term using dsum, the per-block d_a * sum(a)). */
-static int a8_offset(ggml_type t) {
-    switch (t) {
-    case GGML_TYPE_Q8_0: return 128;
-    case GGML_TYPE_Q4_0: return 8;
-    case GGML_TYPE_Q6_K: return 32;
-    default: return 0;
-    }
-}
-
-static bool a8_type(ggml_type t) {
-    return t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
+/* Offset added to the weights to make them unsigned bytes (VPDPBUSD), from the traits:
+ * signed int8 quants (Q8_0) get + 128; unsigned ones already carry their zero point
+ * (Q4_0 nibble = w + 8, Q6_K q = w + 32; Q4_K: none, its minimum is a separate float
+ * term using dsum, the per-block d_a * sum(a)). The correction sums the activations per
+ * scale group (q_group: 32, or 16 for Q6_K). */
+static int32_t a8_offset(const quant_traits *qt) {
+    return qt->q_signed ? 128 : qt->q_zero;
 }
 
 /* Row layout: npairs a8_pair, float da[2 * npairs] and int32 boff[2 * npairs] (the
@@ -78,15 +71,14 @@ static size_t a8_dsum_offset(int64_t np) {
     return a8_boff_offset(np) + ((size_t)np * 2 * sizeof(int32_t) + 63) / 64 * 64;
 }
 
-static size_t k5_act_row_bytes(ggml_type t, int64_t K) {
-    if (!a8_type(t)) return 0;
+static size_t k5_act_row_bytes(const quant_traits *qt, int64_t K) {
     const int64_t np = (K + 63) / 64;
-    return a8_dsum_offset(np) + (t == GGML_TYPE_Q4_K ? ((size_t)np * 2 * sizeof(float) + 63) / 64 * 64 : 0);
+    return a8_dsum_offset(np) + (qt->q_min ? ((size_t)np * 2 * sizeof(float) + 63) / 64 * 64 : 0);
 }
 
-static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
+static void k5_act_prepare(const quant_traits *qt, const float *x, void *dst, int64_t K) {
     IFD_ASSERT(K % 32 == 0);
-    const int32_t M = a8_offset(t);
+    const int32_t M = a8_offset(qt);
     a8_pair *pp = dst;
     const int64_t nb = K / 32, np = (nb + 1) / 2;
     float *da = (float *)((uint8_t *)dst + a8_da_offset(np));
@@ -116,14 +108,14 @@ static void k5_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
             const int32_t s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
             for (int i = 0; i < 8; i++) ap->d[8 * h + i] = d;
             da[b] = d;
-            if (t == GGML_TYPE_Q6_K) { /* groups of 16 = 4 lanes */
+            if (qt->q_group == 16) { /* groups of 16 = 4 lanes */
                 ap->bias[8 * h] = -M * s0;
                 ap->bias[8 * h + 4] = -M * s1;
             } else {
                 ap->bias[8 * h] = -M * (s0 + s1);
             }
             boff[b] = ap->bias[8 * h];
-            if (t == GGML_TYPE_Q4_K) dsum[b] = d * (float)(s0 + s1);
+            if (qt->q_min) dsum[b] = d * (float)(s0 + s1);
         }
     }
 }
@@ -258,43 +250,8 @@ AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
         for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
-AI void gemm_a8_t(const ggml_type t, const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
-                  size_t act_stride, int32_t nt, float *out, size_t out_stride) {
-    const int64_t nb = w->n_cols / 32;
-    const uint8_t *base = w->data;
-    int64_t r = r0;
-    /* Decode-sized calls stream each row once: one row at a time is one sequential DRAM
-     * stream, which this core fetches far faster (~2.5x) than 4 interleaved rows. */
-    for (; nt >= 4 && r + 4 <= r1; r += 4) {
-        const uint8_t *wr = base + (size_t)r * w->row_bytes;
-        int32_t j = 0;
-        for (; j + 4 <= nt; j += 4)
-            a8_tile(4, 4, t, wr, w->row_bytes, act + (size_t)j * act_stride, act_stride, nb,
-                    out + (size_t)j * out_stride + r, out_stride);
-        for (; j < nt; j++)
-            a8_tile(4, 1, t, wr, w->row_bytes, act + (size_t)j * act_stride, act_stride, nb,
-                    out + (size_t)j * out_stride + r, out_stride);
-    }
-    for (; r < r1; r++) {
-        const uint8_t *wr = base + (size_t)r * w->row_bytes;
-        int32_t j = 0;
-        for (; j + 4 <= nt; j += 4)
-            a8_tile(1, 4, t, wr, w->row_bytes, act + (size_t)j * act_stride, act_stride, nb,
-                    out + (size_t)j * out_stride + r, out_stride);
-        for (; j < nt; j++)
-            a8_tile(1, 1, t, wr, w->row_bytes, act + (size_t)j * act_stride, act_stride, nb,
-                    out + (size_t)j * out_stride + r, out_stride);
-    }
-}
-
-static void gemm_q4_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                      int32_t nt, float *out, size_t os) {
-    gemm_a8_t(GGML_TYPE_Q4_0, w, r0, r1, act, as, nt, out, os);
-}
-static void gemm_q8_0(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                      int32_t nt, float *out, size_t os) {
-    gemm_a8_t(GGML_TYPE_Q8_0, w, r0, r1, act, as, nt, out, os);
-}
+KERN_TILES(q8_0, a8_tile, GGML_TYPE_Q8_0, 4, 4, K / 32)
+KERN_TILES(q4_0, a8_tile, GGML_TYPE_Q4_0, 4, 4, K / 32)
 
 /* ---- K-quants, integer path ---------------------------------------------------------- */
 
@@ -416,37 +373,8 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
         for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
-AI void gemm_kq_t(const ggml_type t, const wmat *w, int64_t r0, int64_t r1, const uint8_t *act,
-                  size_t as, int32_t nt, float *out, size_t os) {
-    const int64_t nsb = w->n_cols / QK_K;
-    const size_t rb = w->row_bytes;
-    int64_t r = r0;
-    for (; nt >= KQ_NT && r + KQ_NR <= r1; r += KQ_NR) { /* one row at a time for decode */
-        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
-        int32_t j = 0;
-        for (; j + KQ_NT <= nt; j += KQ_NT)
-            kq_tile(KQ_NR, KQ_NT, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
-        for (; j < nt; j++)
-            kq_tile(KQ_NR, 1, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
-    }
-    for (; r < r1; r++) {
-        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
-        int32_t j = 0;
-        for (; j + KQ_NT <= nt; j += KQ_NT)
-            kq_tile(1, KQ_NT, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
-        for (; j < nt; j++)
-            kq_tile(1, 1, t, wr, rb, act + (size_t)j * as, as, nsb, out + (size_t)j * os + r, os);
-    }
-}
-
-static void gemm_q4_K(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                      int32_t nt, float *out, size_t os) {
-    gemm_kq_t(GGML_TYPE_Q4_K, w, r0, r1, act, as, nt, out, os);
-}
-static void gemm_q6_K(const wmat *w, int64_t r0, int64_t r1, const uint8_t *act, size_t as,
-                      int32_t nt, float *out, size_t os) {
-    gemm_kq_t(GGML_TYPE_Q6_K, w, r0, r1, act, as, nt, out, os);
-}
+KERN_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, K / QK_K)
+KERN_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, K / QK_K)
 
 /* ---- float paths ----------------------------------------------------------------------- */
 
@@ -498,75 +426,9 @@ AI void f_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_
 #define FNR 4
 #define FNT 6
 
-/* Rows [r0, r1) of a float-typed matrix (t, rows row_bytes apart from base). */
-AI void gemm_f_rows(ggml_type t, const uint8_t *base, size_t row_bytes, int64_t K, int64_t nr,
-                    const uint8_t *act, size_t act_stride, int32_t nt, float *out,
-                    size_t out_stride) {
-    int64_t r = 0;
-    for (; nt >= FNT && r + FNR <= nr; r += FNR) { /* one row at a time for decode: see gemm_a8 */
-        const uint8_t *wr = base + (size_t)r * row_bytes;
-        int32_t j = 0;
-        for (; j + FNT <= nt; j += FNT)
-            f_tile(FNR, FNT, t, wr, row_bytes, act + (size_t)j * act_stride, act_stride, K,
-                   out + (size_t)j * out_stride + r, out_stride);
-        for (; j < nt; j++)
-            f_tile(FNR, 1, t, wr, row_bytes, act + (size_t)j * act_stride, act_stride, K,
-                   out + (size_t)j * out_stride + r, out_stride);
-    }
-    for (; r < nr; r++) {
-        const uint8_t *wr = base + (size_t)r * row_bytes;
-        int32_t j = 0;
-        for (; j + FNT <= nt; j += FNT)
-            f_tile(1, FNT, t, wr, row_bytes, act + (size_t)j * act_stride, act_stride, K,
-                   out + (size_t)j * out_stride + r, out_stride);
-        for (; j < nt; j++)
-            f_tile(1, 1, t, wr, row_bytes, act + (size_t)j * act_stride, act_stride, K,
-                   out + (size_t)j * out_stride + r, out_stride);
-    }
-}
-
-static void gemm_f32(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const uint8_t *a,
-                     size_t as, int32_t nt, float *o, size_t os) {
-    gemm_f_rows(GGML_TYPE_F32, b, rb, K, nr, a, as, nt, o, os);
-}
-static void gemm_f16(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const uint8_t *a,
-                     size_t as, int32_t nt, float *o, size_t os) {
-    gemm_f_rows(GGML_TYPE_F16, b, rb, K, nr, a, as, nt, o, os);
-}
-static void gemm_bf16(const uint8_t *b, size_t rb, int64_t K, int64_t nr, const uint8_t *a,
-                      size_t as, int32_t nt, float *o, size_t os) {
-    gemm_f_rows(GGML_TYPE_BF16, b, rb, K, nr, a, as, nt, o, os);
-}
-
-static void k5_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
-                    int32_t nt, float *out, size_t out_stride, float *scratch) {
-    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
-    switch (w->type) {
-    case GGML_TYPE_Q8_0:
-        gemm_q8_0(w, r0, r1, act, act_stride, nt, out, out_stride);
-        break;
-    case GGML_TYPE_Q4_0:
-        gemm_q4_0(w, r0, r1, act, act_stride, nt, out, out_stride);
-        break;
-    case GGML_TYPE_F32:
-        gemm_f32(base, w->row_bytes, w->n_cols, r1 - r0, act, act_stride, nt, out + r0, out_stride);
-        break;
-    case GGML_TYPE_F16:
-        gemm_f16(base, w->row_bytes, w->n_cols, r1 - r0, act, act_stride, nt, out + r0, out_stride);
-        break;
-    case GGML_TYPE_BF16:
-        gemm_bf16(base, w->row_bytes, w->n_cols, r1 - r0, act, act_stride, nt, out + r0, out_stride);
-        break;
-    case GGML_TYPE_Q4_K:
-        gemm_q4_K(w, r0, r1, act, act_stride, nt, out, out_stride);
-        break;
-    case GGML_TYPE_Q6_K:
-        gemm_q6_K(w, r0, r1, act, act_stride, nt, out, out_stride);
-        break;
-    default: /* types without a SIMD kernel (e.g. Q5_0): the reference dot on f32 rows */
-        kern_scalar_table.gemm(w, r0, r1, act, act_stride, nt, out, out_stride, scratch);
-    }
-}
+KERN_TILES(f32, f_tile, GGML_TYPE_F32, FNR, FNT, K)
+KERN_TILES(f16, f_tile, GGML_TYPE_F16, FNR, FNT, K)
+KERN_TILES(bf16, f_tile, GGML_TYPE_BF16, FNR, FNT, K)
 
 /* ---- elementwise ops ------------------------------------------------------------------- */
 
@@ -806,7 +668,14 @@ static const kern_table k5_table = {
     .level = CPU_LEVEL_AVX512,
     .act_row_bytes = k5_act_row_bytes,
     .act_prepare = k5_act_prepare,
-    .gemm = k5_gemm,
+    /* tile shapes: 4x4 (Q8_0/Q4_0), 2x4 (K-quants), 4x6 (float) */
+    .gemm = {[GGML_TYPE_Q8_0] = KERN_GEMM(q8_0, 4, 4),
+             [GGML_TYPE_Q4_0] = KERN_GEMM(q4_0, 4, 4),
+             [GGML_TYPE_Q4_K] = KERN_GEMM(q4_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q6_K] = KERN_GEMM(q6_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_F32] = KERN_GEMM(f32, FNR, FNT),
+             [GGML_TYPE_F16] = KERN_GEMM(f16, FNR, FNT),
+             [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},
     .rmsnorm = k5_rmsnorm,
     .swiglu = k5_swiglu,
     .attn = k5_attn,

@@ -1,34 +1,13 @@
 /* kern_scalar.c — the plain C kernel table: the fallback for CPUs without AVX2 (and
- * INFERD_CPU=scalar). The matmul is the reference dot per output element, so this level
- * is bit-identical to the reference ops while still using the thread pool.
+ * INFERD_CPU=scalar). It has no matmul micro-kernels, so kern_gemm_rows runs the
+ * reference dot per element: this level is bit-identical to the reference ops while
+ * still using the thread pool.
  * Thread-safe (no state). */
 #include <math.h>
 #include <string.h>
 
 #include "../../model/quant.h"
 #include "kern.h"
-
-static size_t sc_act_row_bytes(ggml_type t, int64_t K) {
-    (void)t;
-    (void)K;
-    return 0; /* reads the f32 rows */
-}
-
-static void sc_act_prepare(ggml_type t, const float *x, void *dst, int64_t K) {
-    (void)t;
-    memcpy(dst, x, (size_t)K * sizeof(float));
-}
-
-static void sc_gemm(const wmat *w, int64_t r0, int64_t r1, const void *act, size_t act_stride,
-                    int32_t nt, float *out, size_t out_stride, float *scratch) {
-    (void)scratch;
-    for (int32_t t = 0; t < nt; t++) {
-        const float *x = (const float *)((const uint8_t *)act + (size_t)t * act_stride);
-        for (int64_t r = r0; r < r1; r++)
-            out[(size_t)t * out_stride + (size_t)r] = quant_dot_ref(
-                w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, x, w->n_cols);
-    }
-}
 
 static void sc_attn(float *out, const float *q, int32_t g, int32_t n_keys, const kv_view *kv,
                     int32_t kvh, const int32_t *block_table, float scale, float *scratch) {
@@ -64,9 +43,7 @@ static void sc_attn(float *out, const float *q, int32_t g, int32_t n_keys, const
 
 const kern_table kern_scalar_table = {
     .level = CPU_LEVEL_SCALAR,
-    .act_row_bytes = sc_act_row_bytes,
-    .act_prepare = sc_act_prepare,
-    .gemm = sc_gemm,
+    /* no gemm micro-kernels: kern_gemm_rows runs the reference dot per element */
     .rmsnorm = op_rmsnorm_ref,
     .swiglu = op_swiglu_ref,
     .attn = sc_attn,

@@ -8,15 +8,7 @@
 #include <stdint.h>
 
 #include "../../model/model.h"
-
-typedef struct rope_params {
-    int32_t head_dim;
-    int32_t n_rot;          /* rotated dims (<= head_dim) */
-    rope_layout layout;
-    float base;
-    float freq_scale;       /* 1 / linear factor */
-    const float *freq_div;  /* [n_rot/2] llama3 per-frequency divisors, or NULL */
-} rope_params;
+#include "../forward.h" /* rope_params */
 
 /* Paged KV cache geometry of one layer: K and V are [n_slots][n_kv_heads][head_dim]. */
 typedef struct kv_view {
@@ -73,6 +65,9 @@ void op_matmul_multi(ops_ctx *c, int n, float *const *outs, const wmat *const *w
 /* n_rows rows of n: out[i] = rmsnorm(x[i]) * w */
 void op_rmsnorm_rows(ops_ctx *c, float *out, const float *x, const float *w, int32_t n_rows,
                      int32_t n, float eps);
+/* The same over listed rows: out[i] = rmsnorm(x[rows[i]]) * w for i < n_rows. */
+void op_rmsnorm_gather(ops_ctx *c, float *out, const float *x, const int32_t *rows,
+                       int32_t n_rows, const float *w, int32_t n, float eps);
 /* out = silu(gate) * up over n elements */
 void op_swiglu(ops_ctx *c, float *out, const float *gate, const float *up, int64_t n);
 /* Attention for a flat batch: sequence s owns query rows [seq_start[s], seq_start[s+1])

@@ -26,8 +26,6 @@ struct ops_ctx {
     /* scratch */
     uint8_t *act;       /* prepared activations: max_tokens rows */
     size_t act_bytes;
-    float *gemm_scr;    /* n_threads * gemm_scr_floats */
-    size_t gemm_scr_floats;
     float *attn_scr;    /* n_threads * attn_scr_floats */
     size_t attn_scr_floats;
 };
@@ -35,20 +33,10 @@ struct ops_ctx {
 /* Prepared activations of one token chunk should stay in L2 while a row block walks
  * over them (this machine: 1-2 MiB of L2 per core). */
 #define ACT_CHUNK_BYTES (768u << 10)
-/* Chunks are a multiple of both micro-kernel token tiles (4 and 6). */
+/* Chunks are a multiple of every micro-kernel token tile (kern_gemm.nt: 3, 4, 6). */
 #define TOKEN_TILE_LCM 12
 /* Row blocks per thread: enough for load balance, few enough to amortize dispatch. */
 #define TASKS_PER_THREAD 8
-
-const kern_table *kern_for_level(cpu_level l) {
-    if (l > cpu_level_max()) return NULL;
-    switch (l) {
-    case CPU_LEVEL_SCALAR: return &kern_scalar_table;
-    case CPU_LEVEL_AVX2: return kern_avx2_get();
-    case CPU_LEVEL_AVX512: return kern_avx512_get();
-    default: return NULL;
-    }
-}
 
 ops_ctx *ops_ctx_create(int n_threads, int level) {
     if (level < 0) level = (int)cpu_level_default();
@@ -70,7 +58,6 @@ void ops_ctx_destroy(ops_ctx *c) {
     if (!c) return;
     tp_destroy(c->pool);
     free(c->act);
-    free(c->gemm_scr);
     free(c->attn_scr);
     free(c);
 }
@@ -97,27 +84,16 @@ static int grow(void **p, size_t *have, size_t want) {
 
 int ops_ctx_reserve(ops_ctx *c, int32_t max_tokens, int64_t max_cols, int32_t max_keys,
                     int32_t max_group) {
-    static const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,
-                                      GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K,
-                                      GGML_TYPE_Q6_K};
     const int64_t cols = (max_cols + 255) / 256 * 256;
     size_t row = 0;
-    for (size_t i = 0; i < IFD_ARRAY_LEN(types); i++)
-        row = IFD_MAX(row, c->k->act_row_bytes(types[i], cols));
-    size_t act = 0, g = 0, a = 0, have;
+    for (int t = 0; t < GGML_TYPE_COUNT_; t++)
+        if (quant_traits_of((ggml_type)t)) row = IFD_MAX(row, kern_act_row_bytes(c->k, (ggml_type)t, cols));
+    size_t act = 0, a = 0, have;
     if (!ifd_mul_ok(row, (size_t)IFD_MAX(max_tokens, 1), &act)) return IFD_ERR_NOMEM;
-    const size_t g_floats = KERN_GEMM_SCRATCH_FLOATS(cols);
     const size_t rows = (size_t)KERN_ATTN_QT * (size_t)IFD_MAX(max_group, 1);
     const size_t a_floats = (size_t)IFD_MAX(max_keys, 1) * (rows + 2) + rows;
-    if (!ifd_mul_ok(g_floats * sizeof(float), (size_t)c->n_threads, &g) ||
-        !ifd_mul_ok(a_floats * sizeof(float), (size_t)c->n_threads, &a))
-        return IFD_ERR_NOMEM;
+    if (!ifd_mul_ok(a_floats * sizeof(float), (size_t)c->n_threads, &a)) return IFD_ERR_NOMEM;
     if (grow((void **)&c->act, &c->act_bytes, act)) return IFD_ERR_NOMEM;
-    have = c->gemm_scr_floats * sizeof(float) * (size_t)c->n_threads;
-    if (g_floats > c->gemm_scr_floats) {
-        if (grow((void **)&c->gemm_scr, &have, g)) return IFD_ERR_NOMEM;
-        c->gemm_scr_floats = g_floats;
-    }
     have = c->attn_scr_floats * sizeof(float) * (size_t)c->n_threads;
     if (a_floats > c->attn_scr_floats) {
         if (grow((void **)&c->attn_scr, &have, a)) return IFD_ERR_NOMEM;
@@ -143,7 +119,8 @@ static void prep_task(void *p, int32_t task, int32_t n_tasks, int32_t thread) {
     const int32_t t0 = (int32_t)((int64_t)j->n_tokens * task / n_tasks);
     const int32_t t1 = (int32_t)((int64_t)j->n_tokens * (task + 1) / n_tasks);
     for (int32_t t = t0; t < t1; t++)
-        j->k->act_prepare(j->type, j->x + (size_t)t * j->K, j->act + (size_t)t * j->stride, j->K);
+        kern_act_prepare(j->k, j->type, j->x + (size_t)t * j->K, j->act + (size_t)t * j->stride,
+                         j->K);
 }
 
 #define MAX_MULTI 4
@@ -167,12 +144,11 @@ static void mm_task(void *p, int32_t task, int32_t n_tasks, int32_t thread) {
     const wmat *w = j->ws[i];
     const int64_t r0 = (int64_t)(task - j->first_task[i]) * j->row_block;
     const int64_t r1 = IFD_MIN(r0 + j->row_block, w->n_rows);
-    float *scr = j->c->gemm_scr + (size_t)thread * j->c->gemm_scr_floats;
     const size_t rows = (size_t)w->n_rows;
     for (int32_t t0 = 0; t0 < j->n_tokens; t0 += j->chunk) {
         const int32_t nt = IFD_MIN(j->chunk, j->n_tokens - t0);
-        j->c->k->gemm(w, r0, r1, j->act + (size_t)t0 * j->act_stride, j->act_stride, nt,
-                      j->outs[i] + (size_t)t0 * rows, rows, scr);
+        kern_gemm_rows(j->c->k, w, r0, r1, j->act + (size_t)t0 * j->act_stride, j->act_stride, nt,
+                       j->outs[i] + (size_t)t0 * rows, rows);
     }
 }
 
@@ -183,10 +159,9 @@ void op_matmul_multi(ops_ctx *c, int n, float *const *outs, const wmat *const *w
     const ggml_type type = ws[0]->type;
     const int64_t K = ws[0]->n_cols;
     for (int i = 1; i < n; i++) IFD_ASSERT(ws[i]->type == type && ws[i]->n_cols == K);
-    IFD_ASSERT((size_t)KERN_GEMM_SCRATCH_FLOATS(K) <= c->gemm_scr_floats);
 
     mm_job j = {.c = c, .n = n, .n_tokens = n_tokens};
-    const size_t arb = k->act_row_bytes(type, K);
+    const size_t arb = kern_act_row_bytes(k, type, K);
     if (arb == 0) {
         j.act = (const uint8_t *)x;
         j.act_stride = (size_t)K * sizeof(float);
@@ -227,6 +202,7 @@ typedef struct rows_job {
     const kern_table *k;
     float *out;
     const float *x, *w, *y;
+    const int32_t *idx; /* rmsnorm: source rows, or NULL for 0.. */
     int64_t n_rows, n;
     float eps;
 } rows_job;
@@ -234,16 +210,24 @@ typedef struct rows_job {
 static void rmsnorm_task(void *p, int32_t task, int32_t n_tasks, int32_t thread) {
     const rows_job *j = p;
     const int64_t r0 = j->n_rows * task / n_tasks, r1 = j->n_rows * (task + 1) / n_tasks;
-    for (int64_t r = r0; r < r1; r++)
-        j->k->rmsnorm(j->out + r * j->n, j->x + r * j->n, j->w, (int32_t)j->n, j->eps);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t src = j->idx ? j->idx[r] : r;
+        j->k->rmsnorm(j->out + r * j->n, j->x + src * j->n, j->w, (int32_t)j->n, j->eps);
+    }
+}
+
+void op_rmsnorm_gather(ops_ctx *c, float *out, const float *x, const int32_t *rows,
+                       int32_t n_rows, const float *w, int32_t n, float eps) {
+    rows_job j = {.k = c->k, .out = out, .x = x, .w = w, .idx = rows, .n_rows = n_rows, .n = n,
+                  .eps = eps};
+    /* below ~16k elements a task is cheaper than waking the pool */
+    const int32_t tasks = (int64_t)n_rows * n < 16384 ? 1 : IFD_MIN(n_rows, c->n_threads);
+    tp_run(c->pool, rmsnorm_task, &j, tasks);
 }
 
 void op_rmsnorm_rows(ops_ctx *c, float *out, const float *x, const float *w, int32_t n_rows,
                      int32_t n, float eps) {
-    rows_job j = {.k = c->k, .out = out, .x = x, .w = w, .n_rows = n_rows, .n = n, .eps = eps};
-    /* below ~16k elements a task is cheaper than waking the pool */
-    const int32_t tasks = (int64_t)n_rows * n < 16384 ? 1 : IFD_MIN(n_rows, c->n_threads);
-    tp_run(c->pool, rmsnorm_task, &j, tasks);
+    op_rmsnorm_gather(c, out, x, NULL, n_rows, w, n, eps);
 }
 
 #define SWIGLU_SPLIT 4096 /* elements; task boundaries on multiples of it */

@@ -1,0 +1,39 @@
+/* cpu_backend.h — what the CPU backend's pieces share (not a public interface):
+ * cpu_backend.c (create/destroy, the KV pool, copy_blocks, dispatch to forward.c) and
+ * the two op tables forward.c runs over: cpu_fwd_ref (cpu_fwd_ref.c: the plain C
+ * reference ops, the ground truth) and cpu_fwd_fast (cpu_fwd_fast.c: SIMD kernels
+ * picked at run time, threaded). An op's ctx is the cpu_backend.
+ * Driven by one thread (the engine's). */
+#ifndef INFERD_CPU_BACKEND_H
+#define INFERD_CPU_BACKEND_H
+
+#include "../backend.h"
+#include "../forward.h"
+#include "ops.h"
+
+typedef struct cpu_backend {
+    backend base;
+    /* KV pool per layer: [n_blocks * block_size][n_kv_heads][head_dim] for K and V */
+    float *kv;
+    size_t layer_kv_floats; /* floats of K (== of V) per layer */
+    fwd_bufs buf;           /* activations, sized for max_batch_tokens (see forward.h) */
+    float *att_scratch;     /* reference attention: [max_seq_len] */
+    const fwd_ops *fwd;     /* &cpu_fwd_ref or &cpu_fwd_fast */
+    /* fast path only (NULL with cfg.reference) */
+    ops_ctx *ops;
+    float *rope_cs; /* [max_batch_tokens][n_rot/2][cos, sin] of this step's positions */
+} cpu_backend;
+
+extern const fwd_ops cpu_fwd_ref;
+extern const fwd_ops cpu_fwd_fast;
+
+/* Layer l's K / V in the pool, and its paged view. */
+float *cpu_kv_k(cpu_backend *cb, uint32_t layer);
+float *cpu_kv_v(cpu_backend *cb, uint32_t layer);
+kv_view cpu_kv_view(cpu_backend *cb, uint32_t layer);
+
+/* Shared by both tables (plain C, exact). */
+int cpu_embed(void *ctx, float *out, const wmat *emb, const int32_t *ids, int32_t n);
+int cpu_add(void *ctx, float *x, const float *y, int64_t n);
+
+#endif
