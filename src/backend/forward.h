@@ -16,6 +16,7 @@
  * Driven by the backend's one thread; ops may use their own workers. */
 #ifndef INFERD_FORWARD_H
 #define INFERD_FORWARD_H
+#include "../util/layer/backend.h"
 
 #include <stdint.h>
 

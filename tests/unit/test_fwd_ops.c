@@ -14,6 +14,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/quant.h"
+#include "tokenizer/tokenizer.h"
 #include "test_util.h"
 #include "util/common.h"
 

@@ -6,6 +6,7 @@
  * Driven by one thread (the engine's). */
 #ifndef INFERD_CPU_BACKEND_H
 #define INFERD_CPU_BACKEND_H
+#include "../../util/layer/kernels.h"
 
 #include "../backend.h"
 #include "../forward.h"
