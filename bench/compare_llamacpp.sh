@@ -52,17 +52,20 @@ esac
 # ---- rooflines ------------------------------------------------------------------------
 [ -x "$BUILD/membw" ] || cmake --build "$BUILD" --target membw >/dev/null
 [ -x "$BUILD/cpu_peak" ] || $CC -O2 -pthread bench/cpu_peak.c -o "$BUILD/cpu_peak"
-BW=${BW:-$("$BUILD/membw" 1024 | sed -n "s/.*threads $THREADS: *\([0-9.]*\) GB\/s/\1/p")}
+membw() { "$BUILD/membw" 1024 | sed -n "s/.*threads $THREADS: *\([0-9.]*\) GB\/s/\1/p"; }
+BW_FIXED=${BW:-}
+BW=${BW:-$(membw)}
 PEAK_JSON=$("$BUILD/cpu_peak" "$THREADS" | tail -1)
-peak() { $PY -c "import json,sys; d=json.loads(sys.argv[1]); print(d[sys.argv[2]]['gops'] if sys.argv[2] in d else 'nan')" "$PEAK_JSON" "$1"; }
+peak() { $PY -c "import json,sys; d=json.loads(sys.argv[1]); print(d[sys.argv[2]][sys.argv[3]] if sys.argv[2] in d else 'nan')" "$PEAK_JSON" "$1" "${2:-gops}"; }
 CLK=$($PY -c "import json,sys; print(json.loads(sys.argv[1])['clock_ghz'])" "$PEAK_JSON")
-if [ "$ISA" = avx512 ]; then I8=$(peak avx512vnni); F32=$(peak avx512f); I8N="VPDPBUSD zmm x 128"; F32N="FMA zmm x 32"
-else I8=$(peak avx2); F32=$(peak fma); I8N="maddubs+madd ymm x 64"; F32N="FMA ymm x 16"; fi
+if [ "$ISA" = avx512 ]; then I8K=avx512vnni; F32K=avx512f; I8N="VPDPBUSD zmm/cycle x 128 ops"; F32N="FMA zmm/cycle x 32 ops"
+else I8K=avx2; F32K=fma; I8N="(maddubs+madd+add ymm)/cycle x 64 ops"; F32N="FMA ymm/cycle x 16 ops"; fi
+I8=$(peak $I8K); F32=$(peak $F32K); I8IPC=$(peak $I8K ipc); F32IPC=$(peak $F32K ipc)
 echo "== $ISA, $THREADS threads; inferd $(git rev-parse --short HEAD 2>/dev/null || echo ?), peer $PEER"
-echo "read bandwidth (membw, $THREADS threads): $BW GB/s"
+echo "read bandwidth (membw, $THREADS threads): $BW GB/s now${BW_FIXED:+ (given)}; per row: the BW column"
 echo "clock $CLK GHz (bench/cpu_peak.c); peaks measured on $THREADS threads:"
-echo "  int8: $I8 GOPS  (= $CLK GHz x $THREADS x insn/cycle x $I8N ops)"
-echo "  f32 : $F32 GFLOPS (= $CLK GHz x $THREADS x insn/cycle x $F32N ops)"
+echo "  int8: $I8 GOPS  (~ $CLK GHz x $THREADS threads x $I8IPC $I8N)"
+echo "  f32 : $F32 GFLOPS (~ $CLK GHz x $THREADS threads x $F32IPC $F32N)"
 
 # weight bytes per decode token and matmul ops per prompt token, from the file
 shape() { $PY - "$1" <<'EOF'
@@ -101,6 +104,9 @@ for t in $TYPES; do
   m=$MODELS/llama1b-$t.gguf
   [ -f "$m" ] || { echo "$t: no $m, skipped"; continue; }
   read -r BYTES OPS < <(shape "$m")
+  # bandwidth moves with other load on a shared machine: measured next to each row
+  # (before and after it, the higher kept) unless BW was given
+  [ -n "$BW_FIXED" ] || BW0=$(membw)
   # the two engines alternate, rep by rep, so both see the same load; best rep kept
   tp=(); tt=(); lpp=(); ltg=(); : >"$UTIL_FILE"; : >"$UTIL_FILE.l"
   for _ in $(seq 1 "$REPS"); do
@@ -121,6 +127,7 @@ print(pp, tg)")
   TTFT=$(best_min "${tt[@]}"); TPOT=$(best_min "${tp[@]}")
   LPP=$(best_max "${lpp[@]}"); LTG=$(best_max "${ltg[@]}")
   UI=$(util_take "$UTIL_FILE"); UL=$(util_take "$UTIL_FILE.l")
+  [ -n "$BW_FIXED" ] || BW=$($PY -c "import sys; print(max(map(float, sys.argv[1:])))" "$BW0" "$(membw)")
   PK=$I8; [ "$t" = F16 ] && PK=$F32
   line=$($PY - "$t" "$TTFT" "$TPOT" "$LPP" "$LTG" "$BYTES" "$OPS" "$BW" "$PK" "$UI" "$UL" <<'EOF'
 import sys
@@ -131,7 +138,7 @@ roof = tg * nbytes / (bw * 1e9)
 frac = pp * ops / (pk * 1e9)
 lroof = ltg * nbytes / (bw * 1e9); lfrac = lpp * ops / (pk * 1e9)
 print(f"{t:7s} | {tg:8.1f} {ltg:8.1f} {tg / ltg:5.2f}x {roof:6.0%} | {pp:8.1f} {lpp:8.1f} {pp / lpp:5.2f}x "
-      f"{frac:7.1%} | {nbytes / 1e6:.1f} MB, {ops / 1e9:.3f} GOP  (llama.cpp: roof {lroof:.0%}, peak {lfrac:.1%}; cpu share inferd {ui}, llama.cpp {ul})")
+      f"{frac:7.1%} | {nbytes / 1e6:.1f} MB, {ops / 1e9:.3f} GOP, BW {bw:.1f} GB/s  (llama.cpp: roof {lroof:.0%}, peak {lfrac:.1%}; cpu share inferd {ui}, llama.cpp {ul})")
 EOF
 )
   echo "$line"
