@@ -70,7 +70,8 @@ static void check_request(oai_kind kind, const char *s, size_t n) {
     if (oai_parse(&r, kind, s, n, &lim, &e) == 0) {
         REQUIRE(r.n >= 1 && r.n <= lim.max_n && r.n_stop <= lim.max_stop && r.n_bias <= lim.max_logit_bias);
         REQUIRE(r.top_logprobs >= 0 && r.top_logprobs <= lim.max_top_logprobs);
-        REQUIRE(r.max_tokens == -1 || (r.max_tokens >= 1 && r.max_tokens <= INT32_MAX));
+        /* completions may ask for 0 tokens (the prompt only: echo + logprobs), chat for 1 or more */
+        REQUIRE(r.max_tokens == -1 || (r.max_tokens >= (kind == OAI_COMPLETION ? 0 : 1) && r.max_tokens <= INT32_MAX));
         for (int32_t i = 0; i < r.n_bias; i++) REQUIRE(r.bias[i].id >= 0 && r.bias[i].id < lim.n_vocab);
         for (int32_t i = 0; i < r.n_stop_ids; i++) REQUIRE(r.stop_ids[i] >= 0 && r.stop_ids[i] < lim.n_vocab);
         for (int32_t i = 0; i < r.n_stop; i++) sink += strlen(r.stop[i]);
