@@ -99,11 +99,16 @@ int main(int argc, char **argv) {
             wmat w[COPIES];
             const double bytes = (double)quant_row_bytes(types[ti], K) * ROWS;
             const int n = (int)IFD_MIN(COPIES, IFD_MAX(2, (int)(320e6 / bytes)));
-            for (int m = 0; m < n; m++) w[m] = make_w(types[ti], ROWS, K);
+            for (int m = 0; m < n; m++) {
+                w[m] = make_w(types[ti], ROWS, K);
+                /* as the backend does at create: packed copies where the level has them */
+                if (ops_ctx_prepare_weights(c, &w[m]) != IFD_OK) return 1;
+            }
             const double t1 = bench_matmul(c, w, n, x, out, 1, quick ? 3 : 10) / n;
             const double tp = bench_matmul(c, w, 1, x, out, TP, quick ? 1 : 3);
             printf("  %-5s %12.1f %12.0f %14.1f\n", ggml_type_get(types[ti])->name, bytes / t1 / 1e9,
                    t1 * 1e6, 2.0 * ROWS * K * TP / tp / 1e9);
+            ops_ctx_drop_weights(c);
             for (int m = 0; m < n; m++) free((void *)w[m].data);
         }
         /* attention: 32 heads, 8 KV heads, head_dim 64, block 16 */

@@ -116,9 +116,19 @@ static int max_level(void) {
     return (int)cpu_level_max();
 }
 
-/* op_matmul == op_matmul_ref within tolerance, for one type/shape at one level. */
-static void check_matmul(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int32_t T) {
+/* op_matmul == op_matmul_ref within tolerance, for one type/shape at one level; with
+ * prepare, through the prepared (packed) copy where the level has one. */
+static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int32_t T,
+                           bool prepare) {
     wmat w = make_w(t, rows, K);
+    if (prepare) {
+        CHECK(ops_ctx_prepare_weights(c, &w) == IFD_OK);
+        /* AVX-512 packs Q8_0 / Q4_0 / Q4_K matrices of whole 16-row groups */
+        const bool packs = ops_ctx_level(c) == CPU_LEVEL_AVX512 && rows % 16 == 0 &&
+                           (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K);
+        CHECKF((ops_ctx_prepared_bytes(c) > 0) == packs, "%s rows %lld: prepared %zu bytes",
+               tname(t), (long long)rows, ops_ctx_prepared_bytes(c));
+    }
     float *x = rand_vec((size_t)T * K, 2.0f);
     float *ref = malloc((size_t)T * rows * sizeof(float)), *out = malloc((size_t)T * rows * sizeof(float));
     float *wf = malloc((size_t)K * sizeof(float));
@@ -140,11 +150,17 @@ static void check_matmul(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int32
     CHECKF(bad == 0, "%s level %s rows %lld K %lld T %d: %d elements out of tolerance",
            tname(t), cpu_level_name((cpu_level)ops_ctx_level(c)), (long long)rows, (long long)K, T,
            bad);
+    ops_ctx_drop_weights(c);
     free((void *)w.data);
     free(x);
     free(ref);
     free(out);
     free(wf);
+}
+
+static void check_matmul(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int32_t T) {
+    check_matmul_p(c, t, rows, K, T, false);
+    check_matmul_p(c, t, rows, K, T, true);
 }
 
 static void test_matmul_all_types(void) {
@@ -163,6 +179,10 @@ static void test_matmul_all_types(void) {
             check_matmul(c, t, 1, 256, 5);
             check_matmul(c, t, 70, kq ? 768 : 1024, 6);
             if (!kq) check_matmul(c, t, 13, 96, 7); /* 3 blocks of 32: an odd pair / K tail */
+            /* whole 16-row groups (the packed forms): T across the token tiles */
+            const int32_t Tp[] = {1, 5, 8, 13, 24};
+            for (size_t i = 0; i < IFD_ARRAY_LEN(Tp); i++) check_matmul(c, t, 48, kq ? 512 : 256, Tp[i]);
+            if (!kq) check_matmul(c, t, 32, 96, 9);
             if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16)
                 check_matmul(c, t, 11, 100, 5); /* K not a multiple of 8 or 16 */
         }
@@ -172,18 +192,22 @@ static void test_matmul_all_types(void) {
 
 /* Row `probe` of x computed alone, at row 3 of a batch of 7 and at row 50 of a batch
  * of 64 (other rows random) must be bit-identical. */
-static void test_matmul_batch_invariance(void) {
-    const int64_t rows = 45, K = 512;
+static void matmul_batch_invariance(int64_t rows, int64_t rows2, bool prepare) {
+    const int64_t K = 512;
     for (int level = 0; level <= max_level(); level++) {
         ops_ctx *c = ops_ctx_create(2, level);
         CHECK(c && ops_ctx_reserve(c, 64, K, 64, 4) == IFD_OK);
         if (!c) continue;
         for (size_t ti = 0; ti < IFD_ARRAY_LEN(TYPES); ti++) {
-            wmat w = make_w(TYPES[ti], rows, K), w2 = make_w(TYPES[ti], 29, K);
+            wmat w = make_w(TYPES[ti], rows, K), w2 = make_w(TYPES[ti], rows2, K);
+            if (prepare) {
+                CHECK(ops_ctx_prepare_weights(c, &w) == IFD_OK);
+                CHECK(ops_ctx_prepare_weights(c, &w2) == IFD_OK);
+            }
             float *probe = rand_vec((size_t)K, 3.0f);
             float *x = rand_vec((size_t)64 * K, 3.0f);
             float *alone = malloc(rows * sizeof(float)), *out = malloc((size_t)64 * rows * sizeof(float));
-            float *out2 = malloc((size_t)64 * 29 * sizeof(float));
+            float *out2 = malloc((size_t)64 * rows2 * sizeof(float));
             op_matmul(c, alone, probe, &w, 1);
             const int32_t Ts[] = {7, 64}, at[] = {3, 50};
             for (int k = 0; k < 2; k++) {
@@ -201,6 +225,7 @@ static void test_matmul_batch_invariance(void) {
                        "%s level %s: multi-matmul row differs in a batch of %d",
                        tname(TYPES[ti]), cpu_level_name((cpu_level)level), Ts[k]);
             }
+            ops_ctx_drop_weights(c);
             free((void *)w.data);
             free((void *)w2.data);
             free(probe);
@@ -211,6 +236,12 @@ static void test_matmul_batch_invariance(void) {
         }
         ops_ctx_destroy(c);
     }
+}
+
+static void test_matmul_batch_invariance(void) {
+    matmul_batch_invariance(45, 29, false);
+    matmul_batch_invariance(48, 32, true); /* the packed forms (whole 16-row groups) */
+    matmul_batch_invariance(32, 45, true); /* packed and unpacked in one multi-matmul */
 }
 
 /* rmsnorm and swiglu: SIMD reductions / exp differ from libm in the last bits.

@@ -148,6 +148,16 @@ int backend_cpu_create(backend **out, const model *m, const backend_config *cfg,
             ops_ctx_reserve(cb->ops, (int32_t)rows, (int64_t)max_cols, cfg->max_seq_len,
                             (int32_t)(hp->n_heads / hp->n_kv_heads)) != IFD_OK)
             ok = false;
+        /* prepare weights: backend-owned packed copies of the matmul weights where the
+         * kernel level has a packed form (the mmapped originals stay for the embedding
+         * rows and the reference path; their pages are then no longer read) */
+        for (uint32_t l = 0; ok && l < hp->n_layers; l++) {
+            const layer_weights *lw = &m->layers[l];
+            const wmat *ws[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
+            for (size_t i = 0; ok && i < IFD_ARRAY_LEN(ws); i++)
+                if (ops_ctx_prepare_weights(cb->ops, ws[i]) != IFD_OK) ok = false;
+        }
+        if (ok && ops_ctx_prepare_weights(cb->ops, &m->output) != IFD_OK) ok = false;
     }
     if (!ok) {
         cpu_destroy(&cb->base);

@@ -65,6 +65,24 @@ typedef struct kern_gemm {
     KERN_TILE_FN(NAME##_rt, BODY, T, NR, NT, KARG)
 #define KERN_GEMM(NAME, NR, NT) {NR, NT, {{NAME##_11, NAME##_1t}, {NAME##_r1, NAME##_rt}}}
 
+/* Optional packed ("prepared") form of a weight type at one level: groups of nr rows
+ * interleaved so that one vector holds the same K position of nr rows (outputs in
+ * lanes). Packed once at backend create (ops_ctx_prepare_weights); the gemm then
+ * reads only the packed copy. Every output element is computed by the same per-lane
+ * instruction sequence whatever the number of tokens (decode included) or the group
+ * it falls in, so it is batch invariant. nr == 0: no packed form. */
+typedef struct kern_pack {
+    int32_t nr;
+    /* bytes of one group of nr rows of K elements */
+    size_t (*group_bytes)(int64_t K);
+    /* pack nr rows (row_bytes apart, original layout) into one group */
+    void (*pack)(uint8_t *dst, const uint8_t *w, size_t row_bytes, int64_t K);
+    /* out[t * os + g * nr + i] for groups g < n_groups (group_bytes apart), tokens t < nt,
+     * rows i < nr of each group; act as for kern_tile_fn */
+    void (*gemm)(const uint8_t *grp, size_t group_bytes, int64_t n_groups, const uint8_t *act,
+                 size_t as, int64_t K, float *out, size_t os, int32_t nt);
+} kern_pack;
+
 typedef struct kern_table {
     cpu_level level;
     /* Bytes of one prepared activation row of K elements in this level's layout of
@@ -86,6 +104,8 @@ typedef struct kern_table {
     void (*attn_tile)(float *out, const float *q, size_t tok_stride, int32_t qt, int32_t g,
                       const int32_t *n_keys, const kv_view *kv, int32_t kvh,
                       const int32_t *block_table, float scale, float *scratch);
+    /* Optional packed weight forms, indexed by weight type (zeroed: none). */
+    kern_pack pack[GGML_TYPE_COUNT_];
 } kern_table;
 
 /* Query tokens per attention tile (attn_tile). */
@@ -109,5 +129,16 @@ void kern_act_prepare(const kern_table *k, ggml_type t, const float *x, void *ds
  * [0, nt): the one tiling every level shares. act: nt rows act_stride bytes apart. */
 void kern_gemm_rows(const kern_table *k, const wmat *w, int64_t r0, int64_t r1, const void *act,
                     size_t act_stride, int32_t nt, float *out, size_t out_stride);
+
+/* Bytes of w's packed form at this level, 0 when it has none (type without a packed
+ * kernel, or rows not a multiple of the group). */
+size_t kern_packed_bytes(const kern_table *k, const wmat *w);
+/* Pack w into dst (kern_packed_bytes(k, w) bytes, 64-byte aligned). */
+void kern_pack_weights(const kern_table *k, const wmat *w, uint8_t *dst);
+/* kern_gemm_rows over w's packed copy pk; r0 and r1 multiples of the group rows (or
+ * r1 == n_rows). */
+void kern_gemm_rows_packed(const kern_table *k, const wmat *w, const uint8_t *pk, int64_t r0,
+                           int64_t r1, const void *act, size_t act_stride, int32_t nt,
+                           float *out, size_t out_stride);
 
 #endif

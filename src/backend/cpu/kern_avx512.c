@@ -376,6 +376,236 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
 KERN_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, K / QK_K)
 KERN_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, K / QK_K)
 
+/* ---- packed weights: 16 rows in lanes (Q8_0, Q4_0, Q4_K) --------------------------------
+ * Prepared once (kern_pack): a group of 16 rows is interleaved so that one zmm holds
+ * the same 4-byte column group of all 16 rows; VPDPBUSD with a {1to16} broadcast of 4
+ * activation bytes then advances 16 outputs of one token at once, and per block and
+ * token one convert and one FMA with (d_w vector * d_a) finish it: no horizontal sums.
+ * Per lane (row, token) the instruction sequence is fixed (blocks in K order; the int
+ * dot of a block exact; one float FMA per block, Q4_K: two per pair then the minimum
+ * terms per super-block), whatever the token tile, so decode and prefill agree bit for
+ * bit. Activations: the k5_act_prepare rows (block qs, compact da / boff / dsum).
+ *
+ * Q8_0 / Q4_0 group layout, per pair of blocks p: f16 d[2][16] (64 bytes), then block
+ * 2p's and block 2p+1's quants, QB bytes each: column group c (4 bytes) of row i at
+ * 64 c + 4 i (Q8_0: 8 groups, stored as w + 128; Q4_0: 4 groups of the 16 nibble
+ * bytes: low nibbles elements 4c.., high nibbles 16 + 4c..). An odd last block leaves
+ * its pair's second half zero (never read). Same bytes as the original up to that pad.
+ * Q4_K group layout, per super-block (2368 bytes): f16 d[16], f16 dmin[16], u8 sc[8][16],
+ * u8 m[8][16], then per 64-element chunk c the 32 nibble bytes of each row as 8 column
+ * groups (low nibbles sub-block 2c, high 2c+1): 148 bytes a row vs 144. */
+
+#define PK_NR 16
+#define PK_NT 8   /* tokens per tile, Q8_0 / Q4_0 */
+#define PK_KNT 6  /* Q4_K */
+#define PK_KSB 2368
+
+AI size_t pk_qb(ggml_type t) {
+    return t == GGML_TYPE_Q4_0 ? 256 : 512;
+}
+AI size_t pk_pb(ggml_type t) {
+    return 64 + 2 * pk_qb(t);
+}
+static inline int32_t ld32i(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static size_t pk_gb_q8_0(int64_t K) {
+    return (size_t)((K / 32 + 1) / 2) * pk_pb(GGML_TYPE_Q8_0);
+}
+static size_t pk_gb_q4_0(int64_t K) {
+    return (size_t)((K / 32 + 1) / 2) * pk_pb(GGML_TYPE_Q4_0);
+}
+static size_t pk_gb_q4_K(int64_t K) {
+    return (size_t)(K / QK_K) * PK_KSB;
+}
+
+static void pk_pack_a8(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    const int64_t nb = K / 32;
+    const size_t QB = pk_qb(t), PB = pk_pb(t);
+    memset(dst, 0, (size_t)((nb + 1) / 2) * PB);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *pd = dst + (size_t)(b / 2) * PB;
+        const int h = (int)(b & 1);
+        for (int i = 0; i < PK_NR; i++) {
+            const uint8_t *row = w + (size_t)i * rb;
+            if (t == GGML_TYPE_Q4_0) {
+                const block_q4_0 *blk = (const block_q4_0 *)row + b;
+                memcpy(pd + 32 * h + 2 * i, &blk->d, 2);
+                for (int c = 0; c < 4; c++)
+                    for (int k = 0; k < 4; k++) pd[64 + h * QB + 64 * c + 4 * i + k] = blk->qs[4 * c + k];
+            } else {
+                const block_q8_0 *blk = (const block_q8_0 *)row + b;
+                memcpy(pd + 32 * h + 2 * i, &blk->d, 2);
+                for (int c = 0; c < 8; c++)
+                    for (int k = 0; k < 4; k++)
+                        pd[64 + h * QB + 64 * c + 4 * i + k] = (uint8_t)(blk->qs[4 * c + k] ^ 0x80);
+            }
+        }
+    }
+}
+static void pk_pack_q8_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    pk_pack_a8(GGML_TYPE_Q8_0, dst, w, rb, K);
+}
+static void pk_pack_q4_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    pk_pack_a8(GGML_TYPE_Q4_0, dst, w, rb, K);
+}
+
+static void pk_pack_q4_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * PK_KSB;
+        for (int i = 0; i < PK_NR; i++) {
+            const block_q4_K *blk = (const block_q4_K *)(w + (size_t)i * rb) + s;
+            const uint8_t *q = blk->scales;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            memcpy(sb + 32 + 2 * i, &blk->dmin, 2);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                if (j < 4) {
+                    sc = q[j] & 63;
+                    m = q[j + 4] & 63;
+                } else {
+                    sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+                    m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+                }
+                sb[64 + 16 * j + i] = sc;
+                sb[192 + 16 * j + i] = m;
+            }
+            for (int c = 0; c < 4; c++)
+                for (int g = 0; g < 8; g++)
+                    for (int k = 0; k < 4; k++)
+                        sb[320 + 512 * c + 64 * g + 4 * i + k] = blk->qs[32 * c + 4 * g + k];
+        }
+    }
+}
+
+/* One 16-row group x NT tokens, Q8_0 / Q4_0: out[j * os + i]. */
+AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
+                   int64_t nb, float *out, size_t os) {
+    const int64_t np = (nb + 1) / 2;
+    const size_t QB = pk_qb(t), PB = pk_pb(t);
+    const float *da[PK_NT];
+    const int32_t *bo[PK_NT];
+    __m512 acc[PK_NT];
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * as;
+        da[j] = (const float *)(aj + a8_da_offset(np));
+        bo[j] = (const int32_t *)(aj + a8_boff_offset(np));
+        acc[j] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pb = grp + (size_t)(b >> 1) * PB;
+        const int h = (int)(b & 1);
+        const uint8_t *q = pb + 64 + h * QB;
+        const size_t aoff = (size_t)(b >> 1) * sizeof(a8_pair) + 32 * (size_t)h;
+        __m512i ia[PK_NT];
+        for (int j = 0; j < NT; j++) ia[j] = _mm512_set1_epi32(bo[j][b]);
+        if (t == GGML_TYPE_Q4_0) {
+            for (int c = 0; c < 4; c++) {
+                const __m512i v = _mm512_load_si512(q + 64 * c);
+                const __m512i lo = _mm512_and_si512(v, m4);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = act + (size_t)j * as + aoff;
+                    ia[j] = _mm512_dpbusd_epi32(ia[j], lo, _mm512_set1_epi32(ld32i(a + 4 * c)));
+                    ia[j] = _mm512_dpbusd_epi32(ia[j], hi, _mm512_set1_epi32(ld32i(a + 16 + 4 * c)));
+                }
+            }
+        } else {
+            for (int c = 0; c < 8; c++) {
+                const __m512i v = _mm512_load_si512(q + 64 * c);
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = act + (size_t)j * as + aoff;
+                    ia[j] = _mm512_dpbusd_epi32(ia[j], v, _mm512_set1_epi32(ld32i(a + 4 * c)));
+                }
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(pb + 32 * h)));
+        for (int j = 0; j < NT; j++)
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(dw, _mm512_set1_ps(da[j][b])), acc[j]);
+    }
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+/* One 16-row group x NT tokens, Q4_K. */
+AI void pk_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os) {
+    const int64_t np = 4 * nsb;
+    const float *da[PK_KNT], *ds[PK_KNT];
+    __m512 acc[PK_KNT];
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * as;
+        da[j] = (const float *)(aj + a8_da_offset(np));
+        ds[j] = (const float *)(aj + a8_dsum_offset(np));
+        acc[j] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * PK_KSB;
+        const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb));
+        for (int c = 0; c < 4; c++) {
+            __m512i i0[PK_KNT], i1[PK_KNT];
+            for (int j = 0; j < NT; j++) i0[j] = i1[j] = _mm512_setzero_si512();
+            const uint8_t *q = sb + 320 + 512 * c;
+            const size_t aoff = (size_t)(4 * s + c) * sizeof(a8_pair);
+            for (int g = 0; g < 8; g++) {
+                const __m512i v = _mm512_load_si512(q + 64 * g);
+                const __m512i lo = _mm512_and_si512(v, m4);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = act + (size_t)j * as + aoff;
+                    i0[j] = _mm512_dpbusd_epi32(i0[j], lo, _mm512_set1_epi32(ld32i(a + 4 * g)));
+                    i1[j] = _mm512_dpbusd_epi32(i1[j], hi, _mm512_set1_epi32(ld32i(a + 32 + 4 * g)));
+                }
+            }
+            const __m512 s0 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 64 + 32 * c)))));
+            const __m512 s1 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 80 + 32 * c)))));
+            const int64_t b0 = 8 * s + 2 * c;
+            for (int j = 0; j < NT; j++) {
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[j]), _mm512_mul_ps(s0, _mm512_set1_ps(da[j][b0])), acc[j]);
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[j]), _mm512_mul_ps(s1, _mm512_set1_ps(da[j][b0 + 1])), acc[j]);
+            }
+        }
+        const __m512 mv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sb + 32)));
+        for (int k = 0; k < 8; k++) {
+            const __m512 mm = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 192 + 16 * k)))));
+            for (int j = 0; j < NT; j++)
+                acc[j] = _mm512_fnmadd_ps(mm, _mm512_set1_ps(ds[j][8 * s + k]), acc[j]);
+        }
+    }
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+/* Groups in order; per group the full token tiles, then the rest one token at a time
+ * (the same per-lane sequence). */
+#define PK_GEMM(NAME, BODY_NT, BODY_1, NTILE)                                                 \
+    static void NAME(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as, \
+                     int64_t K, float *out, size_t os, int32_t nt) {                          \
+        for (int64_t g = 0; g < ng; g++) {                                                     \
+            const uint8_t *gp = grp + (size_t)g * gb;                                          \
+            float *og = out + (size_t)g * PK_NR;                                               \
+            int32_t j = 0;                                                                     \
+            for (; j + (NTILE) <= nt; j += (NTILE))                                            \
+                BODY_NT(gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os);              \
+            for (; j < nt; j++) BODY_1(gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os); \
+        }                                                                                      \
+    }
+#define PK_Q8_NT(g, a, as, K, o, os) pk_a8_body(PK_NT, GGML_TYPE_Q8_0, g, a, as, (K) / 32, o, os)
+#define PK_Q8_1(g, a, as, K, o, os) pk_a8_body(1, GGML_TYPE_Q8_0, g, a, as, (K) / 32, o, os)
+#define PK_Q4_NT(g, a, as, K, o, os) pk_a8_body(PK_NT, GGML_TYPE_Q4_0, g, a, as, (K) / 32, o, os)
+#define PK_Q4_1(g, a, as, K, o, os) pk_a8_body(1, GGML_TYPE_Q4_0, g, a, as, (K) / 32, o, os)
+#define PK_Q4K_NT(g, a, as, K, o, os) pk_q4k_body(PK_KNT, g, a, as, (K) / QK_K, o, os)
+#define PK_Q4K_1(g, a, as, K, o, os) pk_q4k_body(1, g, a, as, (K) / QK_K, o, os)
+PK_GEMM(pk_gemm_q8_0, PK_Q8_NT, PK_Q8_1, PK_NT)
+PK_GEMM(pk_gemm_q4_0, PK_Q4_NT, PK_Q4_1, PK_NT)
+PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_1, PK_KNT)
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 /* 16 weights at element k of a row of type t (F32 for dequantized scratch rows). */
@@ -676,6 +906,9 @@ static const kern_table k5_table = {
              [GGML_TYPE_F32] = KERN_GEMM(f32, FNR, FNT),
              [GGML_TYPE_F16] = KERN_GEMM(f16, FNR, FNT),
              [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},
+    .pack = {[GGML_TYPE_Q8_0] = {PK_NR, pk_gb_q8_0, pk_pack_q8_0, pk_gemm_q8_0},
+             [GGML_TYPE_Q4_0] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_q4_0},
+             [GGML_TYPE_Q4_K] = {PK_NR, pk_gb_q4_K, pk_pack_q4_K, pk_gemm_q4_K}},
     .rmsnorm = k5_rmsnorm,
     .swiglu = k5_swiglu,
     .attn = k5_attn,

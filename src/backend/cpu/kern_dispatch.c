@@ -77,3 +77,40 @@ void kern_gemm_rows(const kern_table *k, const wmat *w, int64_t r0, int64_t r1, 
     }
     for (; r < r1; r++) row_tile(g, 0, base + (size_t)r * rb, rb, a, as, nt, w->n_cols, out + r, os);
 }
+
+/* ---- packed weights -------------------------------------------------------------------- */
+
+static const kern_pack *pack_of(const kern_table *k, const wmat *w) {
+    if ((unsigned)w->type >= GGML_TYPE_COUNT_) return NULL;
+    const kern_pack *p = &k->pack[w->type];
+    if (p->nr == 0 || w->n_rows % p->nr != 0 || w->n_cols % 32 != 0 || !gemm_of(k, w->type))
+        return NULL;
+    return p;
+}
+
+size_t kern_packed_bytes(const kern_table *k, const wmat *w) {
+    const kern_pack *p = pack_of(k, w);
+    if (!p) return 0;
+    size_t n;
+    if (!ifd_mul_ok(p->group_bytes(w->n_cols), (size_t)(w->n_rows / p->nr), &n)) return 0;
+    return n;
+}
+
+void kern_pack_weights(const kern_table *k, const wmat *w, uint8_t *dst) {
+    const kern_pack *p = pack_of(k, w);
+    IFD_ASSERT(p);
+    const size_t gb = p->group_bytes(w->n_cols);
+    for (int64_t g = 0; g < w->n_rows / p->nr; g++)
+        p->pack(dst + (size_t)g * gb, (const uint8_t *)w->data + (size_t)g * p->nr * w->row_bytes,
+                w->row_bytes, w->n_cols);
+}
+
+void kern_gemm_rows_packed(const kern_table *k, const wmat *w, const uint8_t *pk, int64_t r0,
+                           int64_t r1, const void *act, size_t as, int32_t nt, float *out,
+                           size_t os) {
+    const kern_pack *p = pack_of(k, w);
+    IFD_ASSERT(p && r0 % p->nr == 0 && r1 % p->nr == 0);
+    const size_t gb = p->group_bytes(w->n_cols);
+    p->gemm(pk + (size_t)(r0 / p->nr) * gb, gb, (r1 - r0) / p->nr, act, as, w->n_cols, out + r0,
+            os, nt);
+}

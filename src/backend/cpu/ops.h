@@ -52,6 +52,16 @@ void ops_ctx_destroy(ops_ctx *c); /* accepts NULL */
  * Grows only; returns IFD_OK or IFD_ERR_NOMEM. */
 int ops_ctx_reserve(ops_ctx *c, int32_t max_tokens, int64_t max_cols, int32_t max_keys,
                     int32_t max_group);
+/* Prepare w for this context's kernels (backend create): a packed copy (see kern.h,
+ * kern_pack) that every later matmul with the same matrix (same data pointer, type and
+ * shape) reads instead of w's data, for any number of tokens. No-op (IFD_OK) where the
+ * level has no packed form for w. The original must stay valid (other paths read it).
+ * IFD_ERR_NOMEM on allocation failure. */
+int ops_ctx_prepare_weights(ops_ctx *c, const wmat *w);
+/* Free every packed copy (before the originals go away while the context lives on). */
+void ops_ctx_drop_weights(ops_ctx *c);
+/* Bytes of all packed copies. */
+size_t ops_ctx_prepared_bytes(const ops_ctx *c);
 int ops_ctx_level(const ops_ctx *c);
 int ops_ctx_n_threads(const ops_ctx *c);
 struct tp *ops_ctx_pool(ops_ctx *c);

@@ -19,6 +19,14 @@
 #include "kern.h"
 #include "ops.h"
 
+/* One prepared matrix: the original's identity and its packed copy. */
+typedef struct packed_w {
+    const void *data;
+    ggml_type type;
+    int64_t n_rows, n_cols;
+    uint8_t *pk;
+} packed_w;
+
 struct ops_ctx {
     tp *pool;
     int n_threads;
@@ -28,6 +36,10 @@ struct ops_ctx {
     size_t act_bytes;
     float *attn_scr;    /* n_threads * attn_scr_floats */
     size_t attn_scr_floats;
+    /* prepared (packed) weights: open-addressing table keyed by the original data */
+    packed_w *pw;
+    int32_t pw_cap, pw_n;
+    size_t pw_bytes;
 };
 
 /* Prepared activations of one token chunk should stay in L2 while a row block walks
@@ -54,8 +66,67 @@ ops_ctx *ops_ctx_create(int n_threads, int level) {
     return c;
 }
 
+void ops_ctx_drop_weights(ops_ctx *c) {
+    for (int32_t i = 0; i < c->pw_cap; i++) free(c->pw[i].pk);
+    free(c->pw);
+    c->pw = NULL;
+    c->pw_cap = c->pw_n = 0;
+    c->pw_bytes = 0;
+}
+
+static uint32_t pw_hash(const void *p) {
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32);
+}
+
+/* The packed copy of w, or NULL. */
+static const uint8_t *pw_find(const ops_ctx *c, const wmat *w) {
+    if (!c->pw_n) return NULL;
+    for (uint32_t i = pw_hash(w->data) & (uint32_t)(c->pw_cap - 1);; i = (i + 1) & (uint32_t)(c->pw_cap - 1)) {
+        const packed_w *e = &c->pw[i];
+        if (!e->data) return NULL;
+        if (e->data == w->data && e->type == w->type && e->n_rows == w->n_rows &&
+            e->n_cols == w->n_cols)
+            return e->pk;
+    }
+}
+
+int ops_ctx_prepare_weights(ops_ctx *c, const wmat *w) {
+    const size_t bytes = w->data ? kern_packed_bytes(c->k, w) : 0;
+    if (bytes == 0 || pw_find(c, w)) return IFD_OK;
+    if ((c->pw_n + 1) * 2 > c->pw_cap) { /* grow (and rehash) at half load */
+        const int32_t cap = c->pw_cap ? c->pw_cap * 2 : 64;
+        packed_w *n = calloc((size_t)cap, sizeof *n);
+        if (!n) return IFD_ERR_NOMEM;
+        for (int32_t i = 0; i < c->pw_cap; i++) {
+            if (!c->pw[i].data) continue;
+            uint32_t j = pw_hash(c->pw[i].data) & (uint32_t)(cap - 1);
+            while (n[j].data) j = (j + 1) & (uint32_t)(cap - 1);
+            n[j] = c->pw[i];
+        }
+        free(c->pw);
+        c->pw = n;
+        c->pw_cap = cap;
+    }
+    void *pk = NULL;
+    if (posix_memalign(&pk, 64, bytes)) return IFD_ERR_NOMEM;
+    kern_pack_weights(c->k, w, pk);
+    uint32_t j = pw_hash(w->data) & (uint32_t)(c->pw_cap - 1);
+    while (c->pw[j].data) j = (j + 1) & (uint32_t)(c->pw_cap - 1);
+    c->pw[j] = (packed_w){.data = w->data, .type = w->type, .n_rows = w->n_rows,
+                          .n_cols = w->n_cols, .pk = pk};
+    c->pw_n++;
+    c->pw_bytes += bytes;
+    return IFD_OK;
+}
+
+size_t ops_ctx_prepared_bytes(const ops_ctx *c) {
+    return c->pw_bytes;
+}
+
 void ops_ctx_destroy(ops_ctx *c) {
     if (!c) return;
+    ops_ctx_drop_weights(c);
     tp_destroy(c->pool);
     free(c->act);
     free(c->attn_scr);
@@ -129,6 +200,7 @@ typedef struct mm_job {
     ops_ctx *c;
     int n;
     const wmat *ws[MAX_MULTI];
+    const uint8_t *pks[MAX_MULTI]; /* packed copies, or NULL */
     float *outs[MAX_MULTI];
     int32_t first_task[MAX_MULTI + 1]; /* task range of matrix i */
     int64_t row_block;
@@ -147,8 +219,12 @@ static void mm_task(void *p, int32_t task, int32_t n_tasks, int32_t thread) {
     const size_t rows = (size_t)w->n_rows;
     for (int32_t t0 = 0; t0 < j->n_tokens; t0 += j->chunk) {
         const int32_t nt = IFD_MIN(j->chunk, j->n_tokens - t0);
-        kern_gemm_rows(j->c->k, w, r0, r1, j->act + (size_t)t0 * j->act_stride, j->act_stride, nt,
-                       j->outs[i] + (size_t)t0 * rows, rows);
+        if (j->pks[i])
+            kern_gemm_rows_packed(j->c->k, w, j->pks[i], r0, r1, j->act + (size_t)t0 * j->act_stride,
+                                  j->act_stride, nt, j->outs[i] + (size_t)t0 * rows, rows);
+        else
+            kern_gemm_rows(j->c->k, w, r0, r1, j->act + (size_t)t0 * j->act_stride, j->act_stride,
+                           nt, j->outs[i] + (size_t)t0 * rows, rows);
     }
 }
 
@@ -186,6 +262,7 @@ void op_matmul_multi(ops_ctx *c, int n, float *const *outs, const wmat *const *w
     j.first_task[0] = 0;
     for (int i = 0; i < n; i++) {
         j.ws[i] = ws[i];
+        j.pks[i] = pw_find(c, ws[i]);
         j.outs[i] = outs[i];
         j.first_task[i + 1] = j.first_task[i] + (int32_t)((ws[i]->n_rows + rb - 1) / rb);
     }
