@@ -606,6 +606,112 @@ PK_GEMM(pk_gemm_q8_0, PK_Q8_NT, PK_Q8_1, PK_NT)
 PK_GEMM(pk_gemm_q4_0, PK_Q4_NT, PK_Q4_1, PK_NT)
 PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_1, PK_KNT)
 
+/* Q6_K group layout, per super-block (3392 bytes): f16 d[16] (64 bytes with padding),
+ * int8 sc[16][16] (scale group x row), then per 64-element chunk c (elements 64c ..
+ * 64c+63): 8 column groups of nibble bytes (low nibble: element 4g+p, high: 32+4g+p,
+ * their low 4 bits) and 4 vectors of their top 2 bits (vector k, byte p of row i: bits
+ * 0-1 / 2-3 / 4-5 / 6-7 <- elements 8k+p / 32+8k+p / 8k+4+p / 36+8k+p): 212 bytes a row
+ * vs 210. Values unsigned 0..63; the -32 offset per 16 elements rides in the
+ * activation's bias (as the unpacked kernel). */
+#define PK_6NT 4
+#ifndef PK_PF
+#define PK_PF 4096
+#endif
+#define PK_6SB 3392
+
+static size_t pk_gb_q6_K(int64_t K) {
+    return (size_t)(K / QK_K) * PK_6SB;
+}
+
+static void pk_pack_q6_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, pk_gb_q6_K(K));
+    uint8_t q[QK_K];
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * PK_6SB;
+        for (int i = 0; i < PK_NR; i++) {
+            const block_q6_K *blk = (const block_q6_K *)(w + (size_t)i * rb) + s;
+            for (int n = 0; n < 2; n++) {
+                const uint8_t *ql = blk->ql + 64 * n, *qh = blk->qh + 32 * n;
+                for (int l = 0; l < 32; l++) {
+                    q[128 * n + l] = (uint8_t)((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+                    q[128 * n + l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+                    q[128 * n + l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                    q[128 * n + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+                }
+            }
+            memcpy(sb + 2 * i, &blk->d, 2);
+            for (int j = 0; j < 16; j++) sb[64 + 16 * j + i] = (uint8_t)blk->scales[j];
+            for (int c = 0; c < 4; c++) {
+                uint8_t *ch = sb + 320 + 768 * c;
+                const uint8_t *qc = q + 64 * c;
+                for (int g = 0; g < 8; g++)
+                    for (int p = 0; p < 4; p++)
+                        ch[64 * g + 4 * i + p] = (uint8_t)((qc[4 * g + p] & 0xF) | (qc[32 + 4 * g + p] & 0xF) << 4);
+                for (int k = 0; k < 4; k++)
+                    for (int p = 0; p < 4; p++)
+                        ch[512 + 64 * k + 4 * i + p] =
+                            (uint8_t)((qc[8 * k + p] >> 4) | (qc[32 + 8 * k + p] >> 4) << 2 |
+                                      (qc[8 * k + 4 + p] >> 4) << 4 | (qc[36 + 8 * k + p] >> 4) << 6);
+            }
+        }
+    }
+}
+
+/* One 16-row group x NT tokens, Q6_K. */
+AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os) {
+    const int64_t np = 4 * nsb;
+    const float *da[PK_6NT];
+    __m512 acc[PK_6NT];
+    for (int j = 0; j < NT; j++) {
+        da[j] = (const float *)(act + (size_t)j * as + a8_da_offset(np));
+        acc[j] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * PK_6SB;
+        const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb));
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *ch = sb + 320 + 768 * c;
+            const size_t aoff = (size_t)(4 * s + c) * sizeof(a8_pair);
+            if (NT == 1) /* decode streams the groups: fetch ahead */
+                for (int l = 0; l < 12; l++) _mm_prefetch((const char *)ch + PK_PF + 64 * l, _MM_HINT_T0);
+            __m512i ia[4][PK_6NT]; /* scale groups 4c .. 4c+3 */
+            for (int j = 0; j < NT; j++) {
+                const a8_pair *ap = (const a8_pair *)(act + (size_t)j * as + aoff);
+                for (int u = 0; u < 4; u++) ia[u][j] = _mm512_set1_epi32(ap->bias[4 * u]);
+            }
+            for (int g = 0; g < 8; g++) {
+                const __m512i v = _mm512_load_si512(ch + 64 * g);
+                const __m512i H = _mm512_load_si512(ch + 512 + 64 * (g >> 1));
+                const __m512i lh = (g & 1) ? _mm512_and_si512(H, m30) : _mm512_and_si512(_mm512_slli_epi16(H, 4), m30);
+                const __m512i hh = (g & 1) ? _mm512_and_si512(_mm512_srli_epi16(H, 2), m30)
+                                           : _mm512_and_si512(_mm512_slli_epi16(H, 2), m30);
+                const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), lh);
+                const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hh);
+                const int u = g >> 2;
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = act + (size_t)j * as + aoff;
+                    ia[u][j] = _mm512_dpbusd_epi32(ia[u][j], lo, _mm512_set1_epi32(ld32i(a + 4 * g)));
+                    ia[2 + u][j] = _mm512_dpbusd_epi32(ia[2 + u][j], hi, _mm512_set1_epi32(ld32i(a + 32 + 4 * g)));
+                }
+            }
+            const int64_t b0 = 8 * s + 2 * c;
+            for (int u = 0; u < 4; u++) {
+                const __m512 sc = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                                        _mm_load_si128((const __m128i *)(sb + 64 + 16 * (4 * c + u))))));
+                for (int j = 0; j < NT; j++)
+                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[u][j]),
+                                             _mm512_mul_ps(sc, _mm512_set1_ps(da[j][b0 + (u >> 1)])), acc[j]);
+            }
+        }
+    }
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+#define PK_Q6K_NT(g, a, as, K, o, os) pk_q6k_body(PK_6NT, g, a, as, (K) / QK_K, o, os)
+#define PK_Q6K_1(g, a, as, K, o, os) pk_q6k_body(1, g, a, as, (K) / QK_K, o, os)
+PK_GEMM(pk_gemm_q6_K, PK_Q6K_NT, PK_Q6K_1, PK_6NT)
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 /* 16 weights at element k of a row of type t (F32 for dequantized scratch rows). */
@@ -908,7 +1014,8 @@ static const kern_table k5_table = {
              [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},
     .pack = {[GGML_TYPE_Q8_0] = {PK_NR, pk_gb_q8_0, pk_pack_q8_0, pk_gemm_q8_0},
              [GGML_TYPE_Q4_0] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_q4_0},
-             [GGML_TYPE_Q4_K] = {PK_NR, pk_gb_q4_K, pk_pack_q4_K, pk_gemm_q4_K}},
+             [GGML_TYPE_Q4_K] = {PK_NR, pk_gb_q4_K, pk_pack_q4_K, pk_gemm_q4_K},
+             [GGML_TYPE_Q6_K] = {PK_NR, pk_gb_q6_K, pk_pack_q6_K, pk_gemm_q6_K}},
     .rmsnorm = k5_rmsnorm,
     .swiglu = k5_swiglu,
     .attn = k5_attn,
