@@ -14,6 +14,7 @@
  * Every output element runs the same instruction sequence whatever its tile: batch
  * invariant. Thread-safe (no state). */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "../../model/quant.h"
@@ -47,6 +48,21 @@ static inline uint16_t ld16(const uint8_t *p) {
     uint16_t v;
     memcpy(&v, p, 2);
     return v;
+}
+
+/* f16 -> f32 of every half (filled once by kern_avx2_get, with the same F16C conversion
+ * as bcast_f16): a block scale becomes a broadcast load, no vector-unit work. */
+static float k2_f16_tab[65536];
+
+static void k2_tab_init(void) {
+    for (int i = 0; i < 65536; i += 8) {
+        const __m128i h = _mm_add_epi16(_mm_set1_epi16((short)i), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_storeu_ps(k2_f16_tab + i, _mm256_cvtph_ps(h));
+    }
+}
+
+AI __m256 bcast_f16_tab(const uint8_t *p) {
+    return _mm256_broadcast_ss(&k2_f16_tab[ld16(p)]);
 }
 
 AI __m256 bcast_f16(uint16_t h) {
@@ -162,11 +178,11 @@ AI void a8_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
     UNROLL
     for (int r = 0; r < NR; r++) {
         const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)b * bb;
-        dw[r] = bcast_f16(ld16(blk));
-        if (t == GGML_TYPE_Q4_0) {
-            const __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2));
-            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(x), _mm_srli_epi16(x, 4), 1);
-            wq[r] = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+        dw[r] = bcast_f16_tab(blk);
+        if (t == GGML_TYPE_Q4_0) { /* the 16 bytes in both halves, the upper one >> 4 */
+            const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
+            wq[r] = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                     _mm256_set1_epi8(0x0F));
         } else {
             wq[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
         }
@@ -555,7 +571,10 @@ static const kern_table k2_table = {
 #pragma GCC pop_options
 #endif
 
+static pthread_once_t k2_once = PTHREAD_ONCE_INIT;
+
 const kern_table *kern_avx2_get(void) {
+    pthread_once(&k2_once, k2_tab_init);
     return &k2_table;
 }
 
