@@ -192,14 +192,19 @@ static void test_matmul_all_types(void) {
 }
 
 /* Row `probe` of x computed alone, at row 3 of a batch of 7 and at row 50 of a batch
- * of 64 (other rows random) must be bit-identical. */
+ * of 64 (other rows random) must be bit-identical. K = 512, and K with an odd number
+ * of blocks (768: 3 super-blocks; 800: 25 blocks of 32, 100 chunks of 8 floats) for the
+ * kernels that spread blocks over several accumulator chains. */
 static void matmul_batch_invariance(int64_t rows, int64_t rows2, bool prepare) {
-    const int64_t K = 512;
+    const int64_t Ks[] = {512, 768, 800};
     for (int level = 0; level <= max_level(); level++) {
         ops_ctx *c = ops_ctx_create(2, level);
-        CHECK(c && ops_ctx_reserve(c, 64, K, 64, 4) == IFD_OK);
+        CHECK(c && ops_ctx_reserve(c, 64, 800, 64, 4) == IFD_OK);
         if (!c) continue;
+        for (size_t ki = 0; ki < IFD_ARRAY_LEN(Ks); ki++)
         for (size_t ti = 0; ti < IFD_ARRAY_LEN(TYPES); ti++) {
+            const int64_t K = Ks[ki];
+            if (K % (int64_t)quant_traits_of(TYPES[ti])->block_size) continue;
             wmat w = make_w(TYPES[ti], rows, K), w2 = make_w(TYPES[ti], rows2, K);
             if (prepare) {
                 CHECK(ops_ctx_prepare_weights(c, &w) == IFD_OK);
@@ -215,7 +220,7 @@ static void matmul_batch_invariance(int64_t rows, int64_t rows2, bool prepare) {
                 memcpy(x + (size_t)at[k] * K, probe, (size_t)K * sizeof(float));
                 op_matmul(c, out, x, &w, Ts[k]);
                 CHECKF(memcmp(out + (size_t)at[k] * rows, alone, rows * sizeof(float)) == 0,
-                       "%s level %s: row differs inside a batch of %d", tname(TYPES[ti]),
+                       "%s K %lld level %s: row differs inside a batch of %d", tname(TYPES[ti]), (long long)K,
                        cpu_level_name((cpu_level)level), Ts[k]);
                 /* and through the fused multi-matrix path */
                 float *outs[2] = {out2, out};

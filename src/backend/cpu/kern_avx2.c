@@ -14,6 +14,7 @@
  * Every output element runs the same instruction sequence whatever its tile: batch
  * invariant. Thread-safe (no state). */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "../../model/quant.h"
@@ -31,6 +32,9 @@
 #include <immintrin.h>
 
 #define AI static inline __attribute__((always_inline))
+/* Full unrolling of the loops over a tile's rows and tokens (constant trip counts):
+ * their accumulators must live in registers. */
+#define UNROLL _Pragma("GCC unroll 16")
 
 /* Fixed-order horizontal sum of 8 lanes. */
 AI float hsum8(__m256 v) {
@@ -46,9 +50,45 @@ static inline uint16_t ld16(const uint8_t *p) {
     return v;
 }
 
+/* f16 -> f32 of every half (filled once by kern_avx2_get, with the same F16C conversion
+ * as bcast_f16): a block scale becomes a broadcast load, no vector-unit work. */
+static float k2_f16_tab[65536];
+
+static void k2_tab_init(void) {
+    for (int i = 0; i < 65536; i += 8) {
+        const __m128i h = _mm_add_epi16(_mm_set1_epi16((short)i), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_storeu_ps(k2_f16_tab + i, _mm256_cvtph_ps(h));
+    }
+}
+
+AI __m256 bcast_f16_tab(const uint8_t *p) {
+    return _mm256_broadcast_ss(&k2_f16_tab[ld16(p)]);
+}
+
 AI __m256 bcast_f16(uint16_t h) {
     return _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))));
 }
+
+/* Decode: the 1x1 instantiation takes the rows of one token DR at a time (DR x 1
+ * bodies: DR independent accumulator chains, where one row alone would wait on its FMA
+ * latency), the remaining rows and tokens one by one. Each element's instruction
+ * sequence in a DR x 1 body is that of the 1 x 1 body (its own accumulator, the same
+ * reduction order), so the tile shape still cannot change a result. The other three
+ * instantiations are kern.h's. */
+#define K2_TILES(NAME, BODY, T, NR, NT, DR, KARG)                                          \
+    static void NAME##_11(KERN_TILE_ARGS) {                                                \
+        int64_t r = 0;                                                                     \
+        if (n_tok == 1)                                                                    \
+            for (; r + (DR) <= n_rows; r += (DR))                                          \
+                BODY(DR, 1, T, w + (size_t)r * rb, rb, a, as, KARG, o + r, os);            \
+        for (; r < n_rows; r++)                                                            \
+            for (int32_t j = 0; j < n_tok; j++)                                            \
+                BODY(1, 1, T, w + (size_t)r * rb, rb, a + (size_t)j * as, as, KARG,        \
+                     o + (size_t)j * os + r, os);                                          \
+    }                                                                                      \
+    KERN_TILE_FN(NAME##_1t, BODY, T, 1, NT, KARG)                                          \
+    KERN_TILE_FN(NAME##_r1, BODY, T, NR, 1, KARG)                                          \
+    KERN_TILE_FN(NAME##_rt, BODY, T, NR, NT, KARG)
 
 /* ---- integer paths --------------------------------------------------------------------- */
 
@@ -112,52 +152,90 @@ static void k2_act_prepare(const quant_traits *qt, const float *x, void *dst, in
 
 #define INR 2
 #define INT 3
+#define IDR 1 /* decode rows per body */
+#define IMR 2 /* max(INR, IDR) */
+
+/* Accumulator chains per output element (all bodies): block / chunk i of K goes to chain
+ * i % NACC, each chain in K order; the result is hsum8(chain 0 + chain 1). Small tiles
+ * (decode) run the chains interleaved, so one FMA never waits on the previous one's
+ * latency; bigger tiles, whose NACC x NR x NT accumulators would not fit in registers,
+ * run them one after the other (a pass over K per chain). Either way each element gets
+ * the same sequence of operations: the tile shape cannot change a result. */
+#define NACC 2
+#define FUSED(NR, NT) ((NR) * (NT) <= 4)
+
+AI __m256 acc_combine(__m256 a0, __m256 a1) {
+    return _mm256_add_ps(a0, a1);
+}
+
+/* One Q8_0 / Q4_0 block b of the tile into the chain acc. */
+AI void a8_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t b, __m256 (*acc)[INT]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const size_t bb = t == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+    __m256i wq[IMR];
+    __m256 dw[IMR];
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)b * bb;
+        dw[r] = bcast_f16_tab(blk);
+        if (t == GGML_TYPE_Q4_0) { /* the 16 bytes in both halves, the upper one >> 4 */
+            const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
+            wq[r] = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                     _mm256_set1_epi8(0x0F));
+        } else {
+            wq[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) {
+        const a8_block *ab = (const a8_block *)(act + (size_t)j * act_stride) + b;
+        const __m256i a = _mm256_loadu_si256((const __m256i *)ab->qs);
+        const __m256 da = _mm256_loadu_ps(ab->d);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            __m256i dot;
+            if (t == GGML_TYPE_Q4_0) {
+                dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], a), ones);
+                dot = _mm256_add_epi32(dot, _mm256_loadu_si256((const __m256i *)ab->bias));
+            } else {
+                const __m256i aw = _mm256_sign_epi8(wq[r], wq[r]);
+                const __m256i sa = _mm256_sign_epi8(a, wq[r]);
+                dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones);
+            }
+            acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw[r], da), acc[r][j]);
+        }
+    }
+}
 
 AI void a8_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
                 const uint8_t *act, size_t act_stride, int64_t nb, float *out, size_t out_stride) {
-    __m256 acc[INR][INT];
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NT; j++) acc[r][j] = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
-    const size_t bb = t == GGML_TYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i wq[INR];
-        __m256 dw[INR];
-        for (int r = 0; r < NR; r++) {
-            const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)b * bb;
-            dw[r] = bcast_f16(ld16(blk));
-            if (t == GGML_TYPE_Q4_0) {
-                const __m128i x = _mm_loadu_si128((const __m128i *)(blk + 2));
-                const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(x), _mm_srli_epi16(x, 4), 1);
-                wq[r] = _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-            } else {
-                wq[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
-            }
+    __m256 acc[NACC][IMR][INT];
+    UNROLL
+    for (int c = 0; c < NACC; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            UNROLL
+            for (int j = 0; j < NT; j++) acc[c][r][j] = _mm256_setzero_ps();
+    if (FUSED(NR, NT)) {
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            a8_step(NR, NT, t, w0, row_bytes, act, act_stride, b, acc[0]);
+            a8_step(NR, NT, t, w0, row_bytes, act, act_stride, b + 1, acc[1]);
         }
-        for (int j = 0; j < NT; j++) {
-            const a8_block *ab = (const a8_block *)(act + (size_t)j * act_stride) + b;
-            const __m256i a = _mm256_loadu_si256((const __m256i *)ab->qs);
-            const __m256 da = _mm256_loadu_ps(ab->d);
-            for (int r = 0; r < NR; r++) {
-                __m256i dot;
-                if (t == GGML_TYPE_Q4_0) {
-                    dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], a), ones);
-                    dot = _mm256_add_epi32(dot, _mm256_loadu_si256((const __m256i *)ab->bias));
-                } else {
-                    const __m256i aw = _mm256_sign_epi8(wq[r], wq[r]);
-                    const __m256i sa = _mm256_sign_epi8(a, wq[r]);
-                    dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones);
-                }
-                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw[r], da), acc[r][j]);
-            }
-        }
+        if (b < nb) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, b, acc[0]);
+    } else {
+        for (int64_t b = 0; b < nb; b += 2) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, b, acc[0]);
+        for (int64_t b = 1; b < nb; b += 2) a8_step(NR, NT, t, w0, row_bytes, act, act_stride, b, acc[1]);
     }
+    UNROLL
     for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = hsum8(acc[r][j]);
+        UNROLL
+        for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = hsum8(acc_combine(acc[0][r][j], acc[1][r][j]));
 }
 
-KERN_TILES(q8_0, a8_tile, GGML_TYPE_Q8_0, INR, INT, K / 32)
-KERN_TILES(q4_0, a8_tile, GGML_TYPE_Q4_0, INR, INT, K / 32)
+K2_TILES(q8_0, a8_tile, GGML_TYPE_Q8_0, INR, INT, IDR, K / 32)
+K2_TILES(q4_0, a8_tile, GGML_TYPE_Q4_0, INR, INT, IDR, K / 32)
 
 /* ---- K-quants, integer path: one 32-element block of the activation at a time ------- */
 
@@ -201,61 +279,89 @@ AI __m256i kq_block(ggml_type t, const uint8_t *blk, int j) {
 
 #define KQ_NR 2
 #define KQ_NT 3
+#define KQ_DR 1 /* decode rows per body */
+#define KQ_MR 2 /* max(KQ_NR, KQ_DR) */
 
-/* Per element: per super-block (Q4_K) acc -= dmin*m . dsum (8 lanes), then per block
- * acc += float(dot [+ offset]) * (scale * d_a). */
-AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
-                const uint8_t *act, size_t act_stride, int64_t nsb, float *out, size_t out_stride) {
+/* One super-block sb of the tile into the chain acc: (Q4_K) acc -= dmin*m . dsum
+ * (8 lanes), then per 32-element block acc += float(dot [+ offset]) * (scale * d_a). */
+AI void kq_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, int64_t sb, __m256 (*acc)[KQ_NT]) {
     const size_t sbb = t == GGML_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q6_K);
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[KQ_NR][KQ_NT];
-    for (int r = 0; r < NR; r++)
-        for (int jt = 0; jt < NT; jt++) acc[r][jt] = _mm256_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        float dsc[KQ_NR][16];
+    float dsc[KQ_MR][16];
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+        if (t == GGML_TYPE_Q4_K) {
+            __m256 dm;
+            q4k_scales8(blk, dsc[r], &dm);
+            UNROLL
+            for (int jt = 0; jt < NT; jt++) {
+                const float *dsum = (const float *)((const a8_block *)(act + (size_t)jt * act_stride) + 8 * nsb) + 8 * sb;
+                acc[r][jt] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(dsum), acc[r][jt]);
+            }
+        } else {
+            const float d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 208))));
+            for (int g = 0; g < 16; g++) dsc[r][g] = d * (float)(int8_t)blk[192 + g];
+        }
+    }
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        __m256i wq[KQ_MR];
+        __m256 sv[KQ_MR];
+        UNROLL
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
-            if (t == GGML_TYPE_Q4_K) {
-                __m256 dm;
-                q4k_scales8(blk, dsc[r], &dm);
-                for (int jt = 0; jt < NT; jt++) {
-                    const float *dsum = (const float *)((const a8_block *)(act + (size_t)jt * act_stride) + 8 * nsb) + 8 * sb;
-                    acc[r][jt] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(dsum), acc[r][jt]);
-                }
-            } else {
-                const float d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 208))));
-                for (int g = 0; g < 16; g++) dsc[r][g] = d * (float)(int8_t)blk[192 + g];
-            }
+            wq[r] = kq_block(t, blk, j);
+            sv[r] = t == GGML_TYPE_Q4_K
+                        ? _mm256_set1_ps(dsc[r][j])
+                        : _mm256_setr_ps(dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j],
+                                         dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1]);
         }
-        for (int j = 0; j < 8; j++) {
-            __m256i wq[KQ_NR];
-            __m256 sv[KQ_NR];
+        UNROLL
+        for (int jt = 0; jt < NT; jt++) {
+            const a8_block *ab = (const a8_block *)(act + (size_t)jt * act_stride) + 8 * sb + j;
+            const __m256i a = _mm256_loadu_si256((const __m256i *)ab->qs);
+            const __m256 da = _mm256_loadu_ps(ab->d);
+            UNROLL
             for (int r = 0; r < NR; r++) {
-                const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
-                wq[r] = kq_block(t, blk, j);
-                sv[r] = t == GGML_TYPE_Q4_K
-                            ? _mm256_set1_ps(dsc[r][j])
-                            : _mm256_setr_ps(dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j],
-                                             dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1]);
-            }
-            for (int jt = 0; jt < NT; jt++) {
-                const a8_block *ab = (const a8_block *)(act + (size_t)jt * act_stride) + 8 * sb + j;
-                const __m256i a = _mm256_loadu_si256((const __m256i *)ab->qs);
-                const __m256 da = _mm256_loadu_ps(ab->d);
-                for (int r = 0; r < NR; r++) {
-                    __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], a), ones);
-                    if (t == GGML_TYPE_Q6_K) dot = _mm256_add_epi32(dot, _mm256_loadu_si256((const __m256i *)ab->bias));
-                    acc[r][jt] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv[r], da), acc[r][jt]);
-                }
+                __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], a), ones);
+                if (t == GGML_TYPE_Q6_K) dot = _mm256_add_epi32(dot, _mm256_loadu_si256((const __m256i *)ab->bias));
+                acc[r][jt] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv[r], da), acc[r][jt]);
             }
         }
     }
-    for (int r = 0; r < NR; r++)
-        for (int jt = 0; jt < NT; jt++) out[(size_t)jt * out_stride + r] = hsum8(acc[r][jt]);
 }
 
-KERN_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, K / QK_K)
-KERN_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, K / QK_K)
+/* Per element: super-block sb into chain sb % NACC (see NACC). */
+AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, float *out, size_t out_stride) {
+    __m256 acc[NACC][KQ_MR][KQ_NT];
+    UNROLL
+    for (int c = 0; c < NACC; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            UNROLL
+            for (int jt = 0; jt < NT; jt++) acc[c][r][jt] = _mm256_setzero_ps();
+    if (FUSED(NR, NT)) {
+        int64_t sb = 0;
+        for (; sb + 2 <= nsb; sb += 2) {
+            kq_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[0]);
+            kq_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb + 1, acc[1]);
+        }
+        if (sb < nsb) kq_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[0]);
+    } else {
+        for (int64_t sb = 0; sb < nsb; sb += 2) kq_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[0]);
+        for (int64_t sb = 1; sb < nsb; sb += 2) kq_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[1]);
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        UNROLL
+        for (int jt = 0; jt < NT; jt++) out[(size_t)jt * out_stride + r] = hsum8(acc_combine(acc[0][r][jt], acc[1][r][jt]));
+}
+
+K2_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 
 /* ---- float paths ----------------------------------------------------------------------- */
 
@@ -282,38 +388,51 @@ AI __m256 ld_x8_tail(const float *x, int64_t n) {
 
 #define FNR 3
 #define FNT 4
+#define FDR 4 /* decode rows per body */
+#define FMR 4 /* max(FNR, FDR) */
 
 AI void f_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
                const uint8_t *act, size_t act_stride, int64_t K, float *out, size_t out_stride) {
-    __m256 acc[FNR][FNT];
+    __m256 acc[FMR][FNT];
+    UNROLL
     for (int r = 0; r < NR; r++)
+        UNROLL
         for (int j = 0; j < NT; j++) acc[r][j] = _mm256_setzero_ps();
     const float *x[FNT];
+    UNROLL
     for (int j = 0; j < NT; j++) x[j] = (const float *)(act + (size_t)j * act_stride);
     int64_t k = 0;
     for (; k + 8 <= K; k += 8) {
-        __m256 wv[FNR];
+        __m256 wv[FMR];
+        UNROLL
         for (int r = 0; r < NR; r++) wv[r] = ld_w8(t, w0 + (size_t)r * row_bytes, k);
+        UNROLL
         for (int j = 0; j < NT; j++) {
             const __m256 xv = _mm256_loadu_ps(x[j] + k);
+            UNROLL
             for (int r = 0; r < NR; r++) acc[r][j] = _mm256_fmadd_ps(wv[r], xv, acc[r][j]);
         }
     }
     if (k < K) {
-        __m256 wv[FNR];
+        __m256 wv[FMR];
+        UNROLL
         for (int r = 0; r < NR; r++) wv[r] = ld_w8_tail(t, w0 + (size_t)r * row_bytes, k, K - k);
+        UNROLL
         for (int j = 0; j < NT; j++) {
             const __m256 xv = ld_x8_tail(x[j] + k, K - k);
+            UNROLL
             for (int r = 0; r < NR; r++) acc[r][j] = _mm256_fmadd_ps(wv[r], xv, acc[r][j]);
         }
     }
+    UNROLL
     for (int r = 0; r < NR; r++)
+        UNROLL
         for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = hsum8(acc[r][j]);
 }
 
-KERN_TILES(f32, f_tile, GGML_TYPE_F32, FNR, FNT, K)
-KERN_TILES(f16, f_tile, GGML_TYPE_F16, FNR, FNT, K)
-KERN_TILES(bf16, f_tile, GGML_TYPE_BF16, FNR, FNT, K)
+K2_TILES(f32, f_tile, GGML_TYPE_F32, FNR, FNT, FDR, K)
+K2_TILES(f16, f_tile, GGML_TYPE_F16, FNR, FNT, FDR, K)
+K2_TILES(bf16, f_tile, GGML_TYPE_BF16, FNR, FNT, FDR, K)
 
 /* ---- elementwise ----------------------------------------------------------------------- */
 
@@ -452,7 +571,10 @@ static const kern_table k2_table = {
 #pragma GCC pop_options
 #endif
 
+static pthread_once_t k2_once = PTHREAD_ONCE_INIT;
+
 const kern_table *kern_avx2_get(void) {
+    pthread_once(&k2_once, k2_tab_init);
     return &k2_table;
 }
 
