@@ -7,6 +7,7 @@
 # (`llama-server -np $NP -c $CTX -t THREADS -tb THREADS`, default NP=16, CTX=8192: the
 # issue 8 peer; continuous batching over 16 slots of 512 tokens each).
 # INFERD_ONLY=1 / PEER_ONLY=1 run one side only.
+# INFERD_ARGS: extra flags for inferd serve (e.g. "--max-num-batched-tokens 2048").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=$1
@@ -21,7 +22,7 @@ EOS=$("$BIN" info -m "$MODEL" | sed -n 's/.*, eos \([0-9]*\).*/\1/p')
 wait_up() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$1$2" >/dev/null 2>&1 && return 0; sleep 0.2; done; return 1; }
 
 "$BIN" serve -m "$MODEL" --port $PORT_A --threads "$THREADS" --served-model-name bench \
-  --max-num-seqs 64 --no-log-requests >/tmp/inferd-serve-bench.log 2>&1 &
+  --max-num-seqs 64 --no-log-requests ${INFERD_ARGS:-} >/tmp/inferd-serve-bench.log 2>&1 &
 PA=$!
 trap 'kill $PA 2>/dev/null || true; [ -n "${PB:-}" ] && kill $PB 2>/dev/null || true' EXIT
 wait_up $PORT_A /health/ready

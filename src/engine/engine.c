@@ -25,14 +25,17 @@ void inferd_engine_options_default(inferd_engine_options *o) {
     o->kv_cache_fraction = 0.25;
     o->max_num_seqs = 64;
     o->max_num_batched_tokens = 256; /* chosen from bench/engine_bench.sh section 3 */
-    /* 200 ms, from bench/engine_bench.sh section 3 on the 2-core dev box (a dim-512,
-     * 8-layer Q8_0 model, 8 decodes + 2,000-token prompts, hard cap 2048): decode stall
-     * ITL p99/max 255/329 ms at TTFT p50 5.0 s, where the fixed 256-token budget gave
-     * 398/534 ms at 4.2 s, 2048 tokens 97/1915 ms (one 1.9 s stall per prompt), 100 ms
-     * 130/203 ms but TTFT 8.9 s, 400 ms 493/636 ms at 2.8 s. 200 ms keeps a stall
-     * below what a reader notices in a stream while a long prompt still gets most of
-     * the machine; config.c's --max-step-ms default says the same number. */
-    o->max_step_ms = 200;
+    /* 100 ms, measured on the 2-core AVX-512 dev box (2 threads):
+     * - serving (bench/serving_compare.sh, the 1.1B Q4_0, 64 requests x 128 tokens, 16 at
+     *   a time): inter-token p99 95 / 108 / 204 ms for 60 / 100 / 200 ms, output 175 /
+     *   193 / 194 tok/s, TTFT p99 7.8 / 4.9 / 4.3 s. 100 halves the stall of 200 for 0.6 s
+     *   of TTFT p99; 60 leaves too little room next to a 16-sequence decode (~55 ms) and
+     *   starves prefill.
+     * - bench/engine_bench.sh section 3 (dim-512 8-layer Q8_0, 8 decodes + 2,000-token
+     *   prompts, cap 2048): ITL p99/max 130/203 ms at 100 ms against 398/534 for the old
+     *   fixed 256-token budget (TTFT p50 8.9 s against 4.2 s: that is the price).
+     * config.c's --max-step-ms default says the same number. */
+    o->max_step_ms = 100;
     o->enable_prefix_caching = true;
     o->threaded = true;
 }

@@ -70,7 +70,7 @@ static const cfg_opt OPTS[] = {
     {"reference-kernels", NULL, E, CFG_BOOL, O(reference_kernels), "false", 0, 0, NULL, false,
      "CPU plain C reference kernels (slow; for tests)"},
     /* default: inferd_engine_options_default's, measured (see the comment there) */
-    {"max-step-ms", NULL, E, CFG_FLOAT, O(max_step_ms), "200", 0, 600000, NULL,
+    {"max-step-ms", NULL, E, CFG_FLOAT, O(max_step_ms), "100", 0, 600000, NULL,
      false, "a step that mixes prefill with decodes is sized to take at most this long (decode "
             "stall bound, from the measured cost per token; 0 = only max-num-batched-tokens)"},
     /* ---- serve ---- */
