@@ -363,6 +363,158 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
 K2_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 
+/* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0) ------------------------------------
+ * Prepared once (kern_pack): a group of 8 rows is interleaved so that one ymm holds the
+ * same 4-byte column group of all 8 rows; VPMADDUBSW against a broadcast of 4 activation
+ * bytes then VPMADDWD with ones give each row's 4-element dot in its int32 lane, so a
+ * block advances 8 outputs of one token with no horizontal sum; per block and token one
+ * convert and one FMA with (d_w vector * d_a) finish it. Q4_0: the 8 int16 products of a
+ * block are summed before VPMADDWD (8 * 2 * 15 * 127 < 32768: exact), and the
+ * activation's -8 * sum(a) offset is added in int32, as the unpacked kernel does. Q8_0:
+ * |w| x sign(a, w) per column group (2 * 128 * 127 < 32768), each widened by VPMADDWD.
+ * Per lane (row, token) the sequence is fixed (blocks in K order, one accumulator), the
+ * same for every token tile and for decode: batch invariant. Activations: the
+ * k2_act_prepare rows.
+ *
+ * Group layout, per pair of blocks p: f16 d[2][8] (32 bytes), then block 2p's and block
+ * 2p+1's quants, QB bytes each: column group c (4 bytes) of row i at 32 c + 4 i (Q4_0: 4
+ * groups of the 16 nibble bytes, low nibbles elements 4c.., high 16 + 4c..; Q8_0: 8
+ * groups of the int8 quants). An odd last block leaves its pair's second half zero
+ * (never read). As many bytes as the original up to that pad. */
+
+#define P2_NR 8
+#define P2_NT 4 /* tokens per tile */
+
+AI size_t p2_qb(ggml_type t) {
+    return t == GGML_TYPE_Q4_0 ? 128 : 256;
+}
+AI size_t p2_pb(ggml_type t) {
+    return 32 + 2 * p2_qb(t);
+}
+static inline int32_t ld32i(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static size_t p2_gb_q4_0(int64_t K) {
+    return (size_t)((K / 32 + 1) / 2) * p2_pb(GGML_TYPE_Q4_0);
+}
+static size_t p2_gb_q8_0(int64_t K) {
+    return (size_t)((K / 32 + 1) / 2) * p2_pb(GGML_TYPE_Q8_0);
+}
+
+static void p2_pack_a8(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    const int64_t nb = K / 32;
+    const size_t QB = p2_qb(t), PB = p2_pb(t);
+    memset(dst, 0, (size_t)((nb + 1) / 2) * PB);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *pd = dst + (size_t)(b / 2) * PB;
+        const int h = (int)(b & 1);
+        for (int i = 0; i < P2_NR; i++) {
+            const uint8_t *row = w + (size_t)i * rb;
+            if (t == GGML_TYPE_Q4_0) {
+                const block_q4_0 *blk = (const block_q4_0 *)row + b;
+                memcpy(pd + 16 * h + 2 * i, &blk->d, 2);
+                for (int c = 0; c < 4; c++)
+                    memcpy(pd + 32 + h * QB + 32 * c + 4 * i, blk->qs + 4 * c, 4);
+            } else {
+                const block_q8_0 *blk = (const block_q8_0 *)row + b;
+                memcpy(pd + 16 * h + 2 * i, &blk->d, 2);
+                for (int c = 0; c < 8; c++)
+                    memcpy(pd + 32 + h * QB + 32 * c + 4 * i, blk->qs + 4 * c, 4);
+            }
+        }
+    }
+}
+static void p2_pack_q4_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    p2_pack_a8(GGML_TYPE_Q4_0, dst, w, rb, K);
+}
+static void p2_pack_q8_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    p2_pack_a8(GGML_TYPE_Q8_0, dst, w, rb, K);
+}
+
+AI __m256i bc32(const uint8_t *p) {
+    return _mm256_set1_epi32(ld32i(p));
+}
+
+/* One 8-row group x NT tokens, Q4_0 / Q8_0. */
+AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
+                   int64_t nb, float *out, size_t os) {
+    const size_t QB = p2_qb(t), PB = p2_pb(t);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[P2_NT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pb = grp + (size_t)(b >> 1) * PB;
+        const int h = (int)(b & 1);
+        const uint8_t *q = pb + 32 + h * QB;
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * h)));
+        if (t == GGML_TYPE_Q4_0) {
+            __m256i wl[4], wh[4];
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                wl[c] = _mm256_and_si256(v, m4);
+                wh[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + b;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i s[4];
+                UNROLL
+                for (int c = 0; c < 4; c++)
+                    s[c] = _mm256_add_epi16(_mm256_maddubs_epi16(wl[c], bc32(a + 4 * c)),
+                                            _mm256_maddubs_epi16(wh[c], bc32(a + 16 + 4 * c)));
+                const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(s[0], s[1]), _mm256_add_epi16(s[2], s[3]));
+                const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(ab->bias[0]));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        } else {
+            __m256i aw[8];
+            UNROLL
+            for (int c = 0; c < 8; c++) aw[c] = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(q + 32 * c)));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + b;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i s[8];
+                UNROLL
+                for (int c = 0; c < 8; c++) {
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                    s[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bc32(a + 4 * c), wv)), ones);
+                }
+                const __m256i dot = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3])),
+                    _mm256_add_epi32(_mm256_add_epi32(s[4], s[5]), _mm256_add_epi32(s[6], s[7])));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+/* Groups in order; per group the full token tiles, then the rest one token at a time
+ * (the same per-lane sequence). */
+#define P2_GEMM(NAME, T)                                                                       \
+    static void NAME(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as, \
+                     int64_t K, float *out, size_t os, int32_t nt) {                          \
+        for (int64_t g = 0; g < ng; g++) {                                                     \
+            const uint8_t *gp = grp + (size_t)g * gb;                                          \
+            float *og = out + (size_t)g * P2_NR;                                               \
+            int32_t j = 0;                                                                     \
+            for (; j + P2_NT <= nt; j += P2_NT)                                                \
+                p2_a8_body(P2_NT, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os); \
+            for (; j < nt; j++)                                                                \
+                p2_a8_body(1, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os); \
+        }                                                                                      \
+    }
+P2_GEMM(p2_gemm_q4_0, GGML_TYPE_Q4_0)
+P2_GEMM(p2_gemm_q8_0, GGML_TYPE_Q8_0)
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 AI __m256 ld_w8(ggml_type t, const uint8_t *row, int64_t k) {
@@ -563,6 +715,8 @@ static const kern_table k2_table = {
     .rmsnorm = k2_rmsnorm,
     .swiglu = k2_swiglu,
     .attn = k2_attn,
+    .pack = {[GGML_TYPE_Q4_0] = {P2_NR, p2_gb_q4_0, p2_pack_q4_0, p2_gemm_q4_0},
+             [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0}},
 };
 
 #if defined(__clang__)
