@@ -515,6 +515,107 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
 P2_GEMM(p2_gemm_q4_0, GGML_TYPE_Q4_0)
 P2_GEMM(p2_gemm_q8_0, GGML_TYPE_Q8_0)
 
+/* Q4_K group layout, per super-block (1184 bytes): f16 d[8], f16 dmin[8], u8 sc[8][8]
+ * (sub-block x row), u8 m[8][8], then per 64-element chunk c the 32 nibble bytes of each
+ * row as 8 column groups of 32 bytes (low nibbles: sub-block 2c, high: 2c+1): 148 bytes
+ * a row against 144. Per sub-block and token the 8 int16 products are summed before
+ * VPMADDWD (8 * 2 * 15 * 127 < 32768), one FMA with (d * sc) * d_a; per super-block the
+ * minimum as 8 FMAs of dmin * m against the activation's d_a * sum(a) per block. */
+#define P2_KSB 1184
+
+static size_t p2_gb_q4_K(int64_t K) {
+    return (size_t)(K / QK_K) * P2_KSB;
+}
+
+static void p2_pack_q4_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * P2_KSB;
+        for (int i = 0; i < P2_NR; i++) {
+            const block_q4_K *blk = (const block_q4_K *)(w + (size_t)i * rb) + s;
+            const uint8_t *q = blk->scales;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            memcpy(sb + 16 + 2 * i, &blk->dmin, 2);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                if (j < 4) {
+                    sc = q[j] & 63;
+                    m = q[j + 4] & 63;
+                } else {
+                    sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+                    m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+                }
+                sb[32 + 8 * j + i] = sc;
+                sb[96 + 8 * j + i] = m;
+            }
+            for (int c = 0; c < 4; c++)
+                for (int g = 0; g < 8; g++) memcpy(sb + 160 + 256 * c + 32 * g + 4 * i, blk->qs + 32 * c + 4 * g, 4);
+        }
+    }
+}
+
+AI __m256 u8x8_ps(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* One 8-row group x NT tokens, Q4_K. */
+AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[P2_NT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * P2_KSB;
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        for (int k = 0; k < 8; k++) {
+            const uint8_t *q = sb + 160 + 256 * (k >> 1);
+            __m256i wq[8];
+            UNROLL
+            for (int g = 0; g < 8; g++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
+                wq[g] = (k & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+            }
+            const __m256 sv = _mm256_mul_ps(dv, u8x8_ps(sb + 32 + 8 * k));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + k;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i p[4];
+                UNROLL
+                for (int g = 0; g < 4; g++)
+                    p[g] = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2 * g], bc32(a + 8 * g)),
+                                            _mm256_maddubs_epi16(wq[2 * g + 1], bc32(a + 8 * g + 4)));
+                const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+                const __m256i dot = _mm256_madd_epi16(s16, ones);
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        }
+        const __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
+        for (int k = 0; k < 8; k++) {
+            const __m256 mm = _mm256_mul_ps(mv, u8x8_ps(sb + 96 + 8 * k));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const float *dsum = (const float *)((const a8_block *)(act + (size_t)j * as) + 8 * nsb);
+                acc[j] = _mm256_fnmadd_ps(mm, _mm256_set1_ps(dsum[8 * s + k]), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
+                         int64_t K, float *out, size_t os, int32_t nt) {
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *gp = grp + (size_t)g * gb;
+        float *og = out + (size_t)g * P2_NR;
+        int32_t j = 0;
+        for (; j + P2_NT <= nt; j += P2_NT)
+            p2_q4k_body(P2_NT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+        for (; j < nt; j++) p2_q4k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+    }
+}
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 AI __m256 ld_w8(ggml_type t, const uint8_t *row, int64_t k) {
@@ -716,7 +817,8 @@ static const kern_table k2_table = {
     .swiglu = k2_swiglu,
     .attn = k2_attn,
     .pack = {[GGML_TYPE_Q4_0] = {P2_NR, p2_gb_q4_0, p2_pack_q4_0, p2_gemm_q4_0},
-             [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0}},
+             [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0},
+             [GGML_TYPE_Q4_K] = {P2_NR, p2_gb_q4_K, p2_pack_q4_K, p2_gemm_q4_K}},
 };
 
 #if defined(__clang__)
