@@ -9,6 +9,8 @@
  *    (Q6_K: 6-bit q with a -32 * sum offset per 16-element scale group; Q4_K: nibbles,
  *    d*sc in the FMA, the dmin*m minimum as one 8-lane FMA per super-block against the
  *    activation's per-block d_a * sum(a)).
+ *  - Packed forms (kern_pack) of Q4_0 / Q8_0 / Q4_K: groups of 8 rows interleaved so
+ *    one ymm holds the same 4 columns of 8 rows, outputs in lanes (see the section).
  * Micro-kernels only: the tiling over rows and tokens and the type dispatch are shared
  * (kern_dispatch.c); this file gives each type its tile bodies and shape (k2_table).
  * Every output element runs the same instruction sequence whatever its tile: batch
@@ -383,7 +385,8 @@ K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
  * (never read). As many bytes as the original up to that pad. */
 
 #define P2_NR 8
-#define P2_NT 4 /* tokens per tile */
+#define P2_NT 5  /* tokens per tile, Q4_0 / Q8_0 */
+#define P2_KNT 6 /* Q4_K */
 
 AI size_t p2_qb(ggml_type t) {
     return t == GGML_TYPE_Q4_0 ? 128 : 256;
@@ -561,7 +564,7 @@ AI __m256 u8x8_ps(const uint8_t *p) {
 AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
                     float *out, size_t os) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[P2_NT];
+    __m256 acc[P2_KNT];
     UNROLL
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
@@ -610,8 +613,8 @@ static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
         const uint8_t *gp = grp + (size_t)g * gb;
         float *og = out + (size_t)g * P2_NR;
         int32_t j = 0;
-        for (; j + P2_NT <= nt; j += P2_NT)
-            p2_q4k_body(P2_NT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+        for (; j + P2_KNT <= nt; j += P2_KNT)
+            p2_q4k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
         for (; j < nt; j++) p2_q4k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
     }
 }
