@@ -124,13 +124,14 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
     if (prepare) {
         CHECK(ops_ctx_prepare_weights(c, &w) == IFD_OK);
         /* AVX-512 packs Q8_0 / Q4_0 / Q4_K / Q6_K matrices of whole 16-row groups, AVX2
-         * Q8_0 / Q4_0 / Q4_K ones of whole 8-row groups */
+         * ones of the same types in whole 8-row groups */
         const int lv = ops_ctx_level(c);
         const bool packs = (lv == CPU_LEVEL_AVX512 && rows % 16 == 0 &&
                             (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
                              t == GGML_TYPE_Q6_K)) ||
                            (lv == CPU_LEVEL_AVX2 && rows % 8 == 0 &&
-                            (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K));
+                            (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
+                             t == GGML_TYPE_Q6_K));
         CHECKF((ops_ctx_prepared_bytes(c) > 0) == packs, "%s rows %lld: prepared %zu bytes",
                tname(t), (long long)rows, ops_ctx_prepared_bytes(c));
     }

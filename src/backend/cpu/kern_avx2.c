@@ -619,6 +619,126 @@ static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
     }
 }
 
+/* Q6_K group layout, per super-block (1696 bytes, 212 a row against 210): f16 d[8] (32
+ * bytes with padding), int8 sc[16][8] (scale group x row), then per 64-element chunk c:
+ * 8 column groups of nibble bytes (vector g, byte p of row i: low nibble the low 4 bits
+ * of element 4g+p of the chunk, high nibble those of element 32+4g+p) and 4 vectors of
+ * the top 2 bits (vector k, byte p of row i: bits 2m..2m+1 those of element 4(4m+k)+p).
+ * Per 16-element scale group and token: 4 VPMADDUBSW summed in pairs (2 * 2 * 63 * 127
+ * < 32768), VPMADDWD, the activation's -32 * sum(a) offset, one FMA with (d * sc) * d_a. */
+#define P2_6NT 4
+#define P2_6SB 1696
+
+static size_t p2_gb_q6_K(int64_t K) {
+    return (size_t)(K / QK_K) * P2_6SB;
+}
+
+static void p2_pack_q6_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, (size_t)(K / QK_K) * P2_6SB);
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * P2_6SB;
+        for (int i = 0; i < P2_NR; i++) {
+            const block_q6_K *blk = (const block_q6_K *)(w + (size_t)i * rb) + s;
+            uint8_t q[QK_K];
+            for (int n = 0; n < 2; n++) {
+                const uint8_t *ql = blk->ql + 64 * n, *qh = blk->qh + 32 * n;
+                for (int l = 0; l < 32; l++) {
+                    q[128 * n + l] = (uint8_t)((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+                    q[128 * n + l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+                    q[128 * n + l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                    q[128 * n + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+                }
+            }
+            memcpy(sb + 2 * i, &blk->d, 2);
+            for (int g = 0; g < 16; g++) sb[32 + 8 * g + i] = (uint8_t)blk->scales[g];
+            for (int c = 0; c < 4; c++) {
+                uint8_t *qc = sb + 160 + 384 * c;
+                const uint8_t *e = q + 64 * c;
+                for (int g = 0; g < 8; g++)
+                    for (int p = 0; p < 4; p++)
+                        qc[32 * g + 4 * i + p] = (uint8_t)((e[4 * g + p] & 0xF) | ((e[32 + 4 * g + p] & 0xF) << 4));
+                for (int k = 0; k < 4; k++)
+                    for (int p = 0; p < 4; p++) {
+                        uint8_t hb = 0;
+                        for (int m = 0; m < 4; m++) hb |= (uint8_t)((e[4 * (4 * m + k) + p] >> 4) << (2 * m));
+                        qc[256 + 32 * k + 4 * i + p] = hb;
+                    }
+            }
+        }
+    }
+}
+
+AI __m256 i8x8_ps(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* One 8-row group x NT tokens, Q6_K. */
+AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+    __m256 acc[P2_6NT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * P2_6SB;
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = sb + 160 + 384 * c;
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256i wq[8];
+                UNROLL
+                for (int g = 0; g < 8; g++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
+                    const __m256i nib = h ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                    const int G = 8 * h + g, k = G & 3, m = G >> 2;
+                    const __m256i hv = _mm256_loadu_si256((const __m256i *)(q + 256 + 32 * k));
+                    const __m256i hb = m == 0 ? _mm256_slli_epi16(hv, 4)
+                                       : m == 1 ? _mm256_slli_epi16(hv, 2)
+                                       : m == 2 ? hv
+                                                : _mm256_srli_epi16(hv, 2);
+                    wq[g] = _mm256_or_si256(nib, _mm256_and_si256(hb, m30));
+                }
+                const int sg = 4 * c + 2 * h;
+                const __m256 sv0 = _mm256_mul_ps(dv, i8x8_ps(sb + 32 + 8 * sg));
+                const __m256 sv1 = _mm256_mul_ps(dv, i8x8_ps(sb + 32 + 8 * (sg + 1)));
+                UNROLL
+                for (int j = 0; j < NT; j++) {
+                    const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + 2 * c + h;
+                    const uint8_t *a = (const uint8_t *)ab->qs;
+                    __m256i d[2];
+                    UNROLL
+                    for (int u = 0; u < 2; u++) {
+                        const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[4 * u], bc32(a + 16 * u)),
+                                                            _mm256_maddubs_epi16(wq[4 * u + 1], bc32(a + 16 * u + 4)));
+                        const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[4 * u + 2], bc32(a + 16 * u + 8)),
+                                                            _mm256_maddubs_epi16(wq[4 * u + 3], bc32(a + 16 * u + 12)));
+                        d[u] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
+                                                _mm256_set1_epi32(ab->bias[4 * u]));
+                    }
+                    const __m256 da = _mm256_set1_ps(ab->d[0]);
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[0]), _mm256_mul_ps(sv0, da), acc[j]);
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[1]), _mm256_mul_ps(sv1, da), acc[j]);
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+static void p2_gemm_q6_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
+                         int64_t K, float *out, size_t os, int32_t nt) {
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *gp = grp + (size_t)g * gb;
+        float *og = out + (size_t)g * P2_NR;
+        int32_t j = 0;
+        for (; j + P2_6NT <= nt; j += P2_6NT)
+            p2_q6k_body(P2_6NT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+        for (; j < nt; j++) p2_q6k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+    }
+}
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 AI __m256 ld_w8(ggml_type t, const uint8_t *row, int64_t k) {
@@ -821,7 +941,8 @@ static const kern_table k2_table = {
     .attn = k2_attn,
     .pack = {[GGML_TYPE_Q4_0] = {P2_NR, p2_gb_q4_0, p2_pack_q4_0, p2_gemm_q4_0},
              [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0},
-             [GGML_TYPE_Q4_K] = {P2_NR, p2_gb_q4_K, p2_pack_q4_K, p2_gemm_q4_K}},
+             [GGML_TYPE_Q4_K] = {P2_NR, p2_gb_q4_K, p2_pack_q4_K, p2_gemm_q4_K},
+             [GGML_TYPE_Q6_K] = {P2_NR, p2_gb_q6_K, p2_pack_q6_K, p2_gemm_q6_K}},
 };
 
 #if defined(__clang__)
