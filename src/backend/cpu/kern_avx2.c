@@ -9,7 +9,7 @@
  *    (Q6_K: 6-bit q with a -32 * sum offset per 16-element scale group; Q4_K: nibbles,
  *    d*sc in the FMA, the dmin*m minimum as one 8-lane FMA per super-block against the
  *    activation's per-block d_a * sum(a)).
- *  - Packed forms (kern_pack) of Q4_0 / Q8_0 / Q4_K: groups of 8 rows interleaved so
+ *  - Packed forms (kern_pack) of Q4_0 / Q8_0 / Q4_K / Q6_K: groups of 8 rows interleaved so
  *    one ymm holds the same 4 columns of 8 rows, outputs in lanes (see the section).
  * Micro-kernels only: the tiling over rows and tokens and the type dispatch are shared
  * (kern_dispatch.c); this file gives each type its tile bodies and shape (k2_table).
@@ -365,7 +365,7 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
 K2_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 
-/* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0) ------------------------------------
+/* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0; Q4_K, Q6_K below) ---------------
  * Prepared once (kern_pack): a group of 8 rows is interleaved so that one ymm holds the
  * same 4-byte column group of all 8 rows; VPMADDUBSW against a broadcast of 4 activation
  * bytes then VPMADDWD with ones give each row's 4-element dot in its int32 lane, so a
