@@ -386,6 +386,7 @@ K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 
 #define P2_NR 8
 #define P2_NT 5  /* tokens per tile, Q4_0 / Q8_0 */
+#define P2_PF 4096 /* decode prefetch distance, bytes */
 #define P2_KNT 6 /* Q4_K */
 
 AI size_t p2_qb(ggml_type t) {
@@ -453,6 +454,8 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
         const uint8_t *pb = grp + (size_t)(b >> 1) * PB;
         const int h = (int)(b & 1);
         const uint8_t *q = pb + 32 + h * QB;
+        if (NT == 1) /* decode: the weight stream ahead (a hint, no effect on results) */
+            for (size_t l = 0; l < QB; l += 64) _mm_prefetch((const char *)q + P2_PF + l, _MM_HINT_T0);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * h)));
         if (t == GGML_TYPE_Q4_0) {
             __m256i wl[4], wh[4];
@@ -569,6 +572,8 @@ AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *sb = grp + (size_t)s * P2_KSB;
+        if (NT == 1)
+            for (int l = 0; l < P2_KSB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
         for (int k = 0; k < 8; k++) {
             const uint8_t *q = sb + 160 + 256 * (k >> 1);
@@ -681,6 +686,8 @@ AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *sb = grp + (size_t)s * P2_6SB;
+        if (NT == 1)
+            for (int l = 0; l < P2_6SB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
         for (int c = 0; c < 4; c++) {
             const uint8_t *q = sb + 160 + 384 * c;
