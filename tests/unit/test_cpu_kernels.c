@@ -123,10 +123,15 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
     wmat w = make_w(t, rows, K);
     if (prepare) {
         CHECK(ops_ctx_prepare_weights(c, &w) == IFD_OK);
-        /* AVX-512 packs Q8_0 / Q4_0 / Q4_K / Q6_K matrices of whole 16-row groups */
-        const bool packs = ops_ctx_level(c) == CPU_LEVEL_AVX512 && rows % 16 == 0 &&
-                           (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
-                            t == GGML_TYPE_Q6_K);
+        /* AVX-512 packs Q8_0 / Q4_0 / Q4_K / Q6_K matrices of whole 16-row groups, AVX2
+         * ones of the same types in whole 8-row groups */
+        const int lv = ops_ctx_level(c);
+        const bool packs = (lv == CPU_LEVEL_AVX512 && rows % 16 == 0 &&
+                            (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
+                             t == GGML_TYPE_Q6_K)) ||
+                           (lv == CPU_LEVEL_AVX2 && rows % 8 == 0 &&
+                            (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
+                             t == GGML_TYPE_Q6_K));
         CHECKF((ops_ctx_prepared_bytes(c) > 0) == packs, "%s rows %lld: prepared %zu bytes",
                tname(t), (long long)rows, ops_ctx_prepared_bytes(c));
     }
@@ -184,6 +189,7 @@ static void test_matmul_all_types(void) {
             const int32_t Tp[] = {1, 5, 8, 13, 24};
             for (size_t i = 0; i < IFD_ARRAY_LEN(Tp); i++) check_matmul(c, t, 48, kq ? 512 : 256, Tp[i]);
             if (!kq) check_matmul(c, t, 32, 96, 9);
+            check_matmul(c, t, 40, kq ? 512 : 96, 6); /* whole 8-row groups, not 16 (AVX2) */
             if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16)
                 check_matmul(c, t, 11, 100, 5); /* K not a multiple of 8 or 16 */
         }
@@ -248,6 +254,7 @@ static void test_matmul_batch_invariance(void) {
     matmul_batch_invariance(45, 29, false);
     matmul_batch_invariance(48, 32, true); /* the packed forms (whole 16-row groups) */
     matmul_batch_invariance(32, 45, true); /* packed and unpacked in one multi-matmul */
+    matmul_batch_invariance(40, 24, true); /* 8-row groups (AVX2), unpacked at AVX-512 */
 }
 
 /* rmsnorm and swiglu: SIMD reductions / exp differ from libm in the last bits.

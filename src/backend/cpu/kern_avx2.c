@@ -9,6 +9,8 @@
  *    (Q6_K: 6-bit q with a -32 * sum offset per 16-element scale group; Q4_K: nibbles,
  *    d*sc in the FMA, the dmin*m minimum as one 8-lane FMA per super-block against the
  *    activation's per-block d_a * sum(a)).
+ *  - Packed forms (kern_pack) of Q4_0 / Q8_0 / Q4_K / Q6_K: groups of 8 rows interleaved so
+ *    one ymm holds the same 4 columns of 8 rows, outputs in lanes (see the section).
  * Micro-kernels only: the tiling over rows and tokens and the type dispatch are shared
  * (kern_dispatch.c); this file gives each type its tile bodies and shape (k2_table).
  * Every output element runs the same instruction sequence whatever its tile: batch
@@ -363,6 +365,387 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
 K2_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 
+/* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0; Q4_K, Q6_K below) ---------------
+ * Prepared once (kern_pack): a group of 8 rows is interleaved so that one ymm holds the
+ * same 4-byte column group of all 8 rows; VPMADDUBSW against a broadcast of 4 activation
+ * bytes then VPMADDWD with ones give each row's 4-element dot in its int32 lane, so a
+ * block advances 8 outputs of one token with no horizontal sum; per block and token one
+ * convert and one FMA with (d_w vector * d_a) finish it. Q4_0: the 8 int16 products of a
+ * block are summed before VPMADDWD (8 * 2 * 15 * 127 < 32768: exact), and the
+ * activation's -8 * sum(a) offset is added in int32, as the unpacked kernel does. Q8_0:
+ * |w| x sign(a, w) per column group (2 * 128 * 127 < 32768), each widened by VPMADDWD.
+ * Per lane (row, token) the sequence is fixed (blocks in K order, one accumulator), the
+ * same for every token tile and for decode: batch invariant. Activations: the
+ * k2_act_prepare rows.
+ *
+ * Group layout, per pair of blocks p: f16 d[2][8] (32 bytes), then block 2p's and block
+ * 2p+1's quants, QB bytes each: column group c (4 bytes) of row i at 32 c + 4 i (Q4_0: 4
+ * groups of the 16 nibble bytes, low nibbles elements 4c.., high 16 + 4c..; Q8_0: 8
+ * groups of the int8 quants). An odd last block leaves its pair's second half zero
+ * (never read). As many bytes as the original up to that pad. */
+
+#define P2_NR 8
+#define P2_NT 5  /* tokens per tile, Q4_0 / Q8_0 */
+#define P2_PF 4096 /* decode prefetch distance, bytes */
+#define P2_KNT 6 /* Q4_K */
+
+AI size_t p2_qb(ggml_type t) {
+    return t == GGML_TYPE_Q4_0 ? 128 : 256;
+}
+AI size_t p2_pb(ggml_type t) {
+    return 32 + 2 * p2_qb(t);
+}
+static inline int32_t ld32i(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static size_t p2_gb_q4_0(int64_t K) {
+    return (size_t)((K / 32 + 1) / 2) * p2_pb(GGML_TYPE_Q4_0);
+}
+static size_t p2_gb_q8_0(int64_t K) {
+    return (size_t)((K / 32 + 1) / 2) * p2_pb(GGML_TYPE_Q8_0);
+}
+
+static void p2_pack_a8(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    const int64_t nb = K / 32;
+    const size_t QB = p2_qb(t), PB = p2_pb(t);
+    memset(dst, 0, (size_t)((nb + 1) / 2) * PB);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *pd = dst + (size_t)(b / 2) * PB;
+        const int h = (int)(b & 1);
+        for (int i = 0; i < P2_NR; i++) {
+            const uint8_t *row = w + (size_t)i * rb;
+            if (t == GGML_TYPE_Q4_0) {
+                const block_q4_0 *blk = (const block_q4_0 *)row + b;
+                memcpy(pd + 16 * h + 2 * i, &blk->d, 2);
+                for (int c = 0; c < 4; c++)
+                    memcpy(pd + 32 + h * QB + 32 * c + 4 * i, blk->qs + 4 * c, 4);
+            } else {
+                const block_q8_0 *blk = (const block_q8_0 *)row + b;
+                memcpy(pd + 16 * h + 2 * i, &blk->d, 2);
+                for (int c = 0; c < 8; c++)
+                    memcpy(pd + 32 + h * QB + 32 * c + 4 * i, blk->qs + 4 * c, 4);
+            }
+        }
+    }
+}
+static void p2_pack_q4_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    p2_pack_a8(GGML_TYPE_Q4_0, dst, w, rb, K);
+}
+static void p2_pack_q8_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    p2_pack_a8(GGML_TYPE_Q8_0, dst, w, rb, K);
+}
+
+AI __m256i bc32(const uint8_t *p) {
+    return _mm256_set1_epi32(ld32i(p));
+}
+
+/* One 8-row group x NT tokens, Q4_0 / Q8_0. */
+AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
+                   int64_t nb, float *out, size_t os) {
+    const size_t QB = p2_qb(t), PB = p2_pb(t);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[P2_NT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pb = grp + (size_t)(b >> 1) * PB;
+        const int h = (int)(b & 1);
+        const uint8_t *q = pb + 32 + h * QB;
+        if (NT == 1) /* decode: the weight stream ahead (a hint, no effect on results) */
+            for (size_t l = 0; l < QB; l += 64) _mm_prefetch((const char *)q + P2_PF + l, _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * h)));
+        if (t == GGML_TYPE_Q4_0) {
+            __m256i wl[4], wh[4];
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                wl[c] = _mm256_and_si256(v, m4);
+                wh[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + b;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i s[4];
+                UNROLL
+                for (int c = 0; c < 4; c++)
+                    s[c] = _mm256_add_epi16(_mm256_maddubs_epi16(wl[c], bc32(a + 4 * c)),
+                                            _mm256_maddubs_epi16(wh[c], bc32(a + 16 + 4 * c)));
+                const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(s[0], s[1]), _mm256_add_epi16(s[2], s[3]));
+                const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(ab->bias[0]));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        } else {
+            __m256i aw[8];
+            UNROLL
+            for (int c = 0; c < 8; c++) aw[c] = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(q + 32 * c)));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + b;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i s[8];
+                UNROLL
+                for (int c = 0; c < 8; c++) {
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                    s[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bc32(a + 4 * c), wv)), ones);
+                }
+                const __m256i dot = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3])),
+                    _mm256_add_epi32(_mm256_add_epi32(s[4], s[5]), _mm256_add_epi32(s[6], s[7])));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+/* Groups in order; per group the full token tiles, then the rest one token at a time
+ * (the same per-lane sequence). */
+#define P2_GEMM(NAME, T)                                                                       \
+    static void NAME(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as, \
+                     int64_t K, float *out, size_t os, int32_t nt) {                          \
+        for (int64_t g = 0; g < ng; g++) {                                                     \
+            const uint8_t *gp = grp + (size_t)g * gb;                                          \
+            float *og = out + (size_t)g * P2_NR;                                               \
+            int32_t j = 0;                                                                     \
+            for (; j + P2_NT <= nt; j += P2_NT)                                                \
+                p2_a8_body(P2_NT, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os); \
+            for (; j < nt; j++)                                                                \
+                p2_a8_body(1, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os); \
+        }                                                                                      \
+    }
+P2_GEMM(p2_gemm_q4_0, GGML_TYPE_Q4_0)
+P2_GEMM(p2_gemm_q8_0, GGML_TYPE_Q8_0)
+
+/* Q4_K group layout, per super-block (1184 bytes): f16 d[8], f16 dmin[8], u8 sc[8][8]
+ * (sub-block x row), u8 m[8][8], then per 64-element chunk c the 32 nibble bytes of each
+ * row as 8 column groups of 32 bytes (low nibbles: sub-block 2c, high: 2c+1): 148 bytes
+ * a row against 144. Per sub-block and token the 8 int16 products are summed before
+ * VPMADDWD (8 * 2 * 15 * 127 < 32768), one FMA with (d * sc) * d_a; per super-block the
+ * minimum as 8 FMAs of dmin * m against the activation's d_a * sum(a) per block. */
+#define P2_KSB 1184
+
+static size_t p2_gb_q4_K(int64_t K) {
+    return (size_t)(K / QK_K) * P2_KSB;
+}
+
+static void p2_pack_q4_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * P2_KSB;
+        for (int i = 0; i < P2_NR; i++) {
+            const block_q4_K *blk = (const block_q4_K *)(w + (size_t)i * rb) + s;
+            const uint8_t *q = blk->scales;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            memcpy(sb + 16 + 2 * i, &blk->dmin, 2);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                if (j < 4) {
+                    sc = q[j] & 63;
+                    m = q[j + 4] & 63;
+                } else {
+                    sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+                    m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+                }
+                sb[32 + 8 * j + i] = sc;
+                sb[96 + 8 * j + i] = m;
+            }
+            for (int c = 0; c < 4; c++)
+                for (int g = 0; g < 8; g++) memcpy(sb + 160 + 256 * c + 32 * g + 4 * i, blk->qs + 32 * c + 4 * g, 4);
+        }
+    }
+}
+
+AI __m256 u8x8_ps(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* One 8-row group x NT tokens, Q4_K. */
+AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[P2_KNT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * P2_KSB;
+        if (NT == 1)
+            for (int l = 0; l < P2_KSB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        for (int k = 0; k < 8; k++) {
+            const uint8_t *q = sb + 160 + 256 * (k >> 1);
+            __m256i wq[8];
+            UNROLL
+            for (int g = 0; g < 8; g++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
+                wq[g] = (k & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+            }
+            const __m256 sv = _mm256_mul_ps(dv, u8x8_ps(sb + 32 + 8 * k));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + k;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i p[4];
+                UNROLL
+                for (int g = 0; g < 4; g++)
+                    p[g] = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2 * g], bc32(a + 8 * g)),
+                                            _mm256_maddubs_epi16(wq[2 * g + 1], bc32(a + 8 * g + 4)));
+                const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+                const __m256i dot = _mm256_madd_epi16(s16, ones);
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        }
+        const __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
+        for (int k = 0; k < 8; k++) {
+            const __m256 mm = _mm256_mul_ps(mv, u8x8_ps(sb + 96 + 8 * k));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const float *dsum = (const float *)((const a8_block *)(act + (size_t)j * as) + 8 * nsb);
+                acc[j] = _mm256_fnmadd_ps(mm, _mm256_set1_ps(dsum[8 * s + k]), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
+                         int64_t K, float *out, size_t os, int32_t nt) {
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *gp = grp + (size_t)g * gb;
+        float *og = out + (size_t)g * P2_NR;
+        int32_t j = 0;
+        for (; j + P2_KNT <= nt; j += P2_KNT)
+            p2_q4k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+        for (; j < nt; j++) p2_q4k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+    }
+}
+
+/* Q6_K group layout, per super-block (1696 bytes, 212 a row against 210): f16 d[8] (32
+ * bytes with padding), int8 sc[16][8] (scale group x row), then per 64-element chunk c:
+ * 8 column groups of nibble bytes (vector g, byte p of row i: low nibble the low 4 bits
+ * of element 4g+p of the chunk, high nibble those of element 32+4g+p) and 4 vectors of
+ * the top 2 bits (vector k, byte p of row i: bits 2m..2m+1 those of element 4(4m+k)+p).
+ * Per 16-element scale group and token: 4 VPMADDUBSW summed in pairs (2 * 2 * 63 * 127
+ * < 32768), VPMADDWD, the activation's -32 * sum(a) offset, one FMA with (d * sc) * d_a. */
+#define P2_6NT 4
+#define P2_6SB 1696
+
+static size_t p2_gb_q6_K(int64_t K) {
+    return (size_t)(K / QK_K) * P2_6SB;
+}
+
+static void p2_pack_q6_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, (size_t)(K / QK_K) * P2_6SB);
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * P2_6SB;
+        for (int i = 0; i < P2_NR; i++) {
+            const block_q6_K *blk = (const block_q6_K *)(w + (size_t)i * rb) + s;
+            uint8_t q[QK_K];
+            for (int n = 0; n < 2; n++) {
+                const uint8_t *ql = blk->ql + 64 * n, *qh = blk->qh + 32 * n;
+                for (int l = 0; l < 32; l++) {
+                    q[128 * n + l] = (uint8_t)((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+                    q[128 * n + l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+                    q[128 * n + l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                    q[128 * n + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+                }
+            }
+            memcpy(sb + 2 * i, &blk->d, 2);
+            for (int g = 0; g < 16; g++) sb[32 + 8 * g + i] = (uint8_t)blk->scales[g];
+            for (int c = 0; c < 4; c++) {
+                uint8_t *qc = sb + 160 + 384 * c;
+                const uint8_t *e = q + 64 * c;
+                for (int g = 0; g < 8; g++)
+                    for (int p = 0; p < 4; p++)
+                        qc[32 * g + 4 * i + p] = (uint8_t)((e[4 * g + p] & 0xF) | ((e[32 + 4 * g + p] & 0xF) << 4));
+                for (int k = 0; k < 4; k++)
+                    for (int p = 0; p < 4; p++) {
+                        uint8_t hb = 0;
+                        for (int m = 0; m < 4; m++) hb |= (uint8_t)((e[4 * (4 * m + k) + p] >> 4) << (2 * m));
+                        qc[256 + 32 * k + 4 * i + p] = hb;
+                    }
+            }
+        }
+    }
+}
+
+AI __m256 i8x8_ps(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* One 8-row group x NT tokens, Q6_K. */
+AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+    __m256 acc[P2_6NT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * P2_6SB;
+        if (NT == 1)
+            for (int l = 0; l < P2_6SB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = sb + 160 + 384 * c;
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256i wq[8];
+                UNROLL
+                for (int g = 0; g < 8; g++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
+                    const __m256i nib = h ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                    const int G = 8 * h + g, k = G & 3, m = G >> 2;
+                    const __m256i hv = _mm256_loadu_si256((const __m256i *)(q + 256 + 32 * k));
+                    const __m256i hb = m == 0 ? _mm256_slli_epi16(hv, 4)
+                                       : m == 1 ? _mm256_slli_epi16(hv, 2)
+                                       : m == 2 ? hv
+                                                : _mm256_srli_epi16(hv, 2);
+                    wq[g] = _mm256_or_si256(nib, _mm256_and_si256(hb, m30));
+                }
+                const int sg = 4 * c + 2 * h;
+                const __m256 sv0 = _mm256_mul_ps(dv, i8x8_ps(sb + 32 + 8 * sg));
+                const __m256 sv1 = _mm256_mul_ps(dv, i8x8_ps(sb + 32 + 8 * (sg + 1)));
+                UNROLL
+                for (int j = 0; j < NT; j++) {
+                    const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + 2 * c + h;
+                    const uint8_t *a = (const uint8_t *)ab->qs;
+                    __m256i d[2];
+                    UNROLL
+                    for (int u = 0; u < 2; u++) {
+                        const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[4 * u], bc32(a + 16 * u)),
+                                                            _mm256_maddubs_epi16(wq[4 * u + 1], bc32(a + 16 * u + 4)));
+                        const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[4 * u + 2], bc32(a + 16 * u + 8)),
+                                                            _mm256_maddubs_epi16(wq[4 * u + 3], bc32(a + 16 * u + 12)));
+                        d[u] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
+                                                _mm256_set1_epi32(ab->bias[4 * u]));
+                    }
+                    const __m256 da = _mm256_set1_ps(ab->d[0]);
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[0]), _mm256_mul_ps(sv0, da), acc[j]);
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[1]), _mm256_mul_ps(sv1, da), acc[j]);
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+static void p2_gemm_q6_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
+                         int64_t K, float *out, size_t os, int32_t nt) {
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *gp = grp + (size_t)g * gb;
+        float *og = out + (size_t)g * P2_NR;
+        int32_t j = 0;
+        for (; j + P2_6NT <= nt; j += P2_6NT)
+            p2_q6k_body(P2_6NT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+        for (; j < nt; j++) p2_q6k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+    }
+}
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 AI __m256 ld_w8(ggml_type t, const uint8_t *row, int64_t k) {
@@ -563,6 +946,10 @@ static const kern_table k2_table = {
     .rmsnorm = k2_rmsnorm,
     .swiglu = k2_swiglu,
     .attn = k2_attn,
+    .pack = {[GGML_TYPE_Q4_0] = {P2_NR, p2_gb_q4_0, p2_pack_q4_0, p2_gemm_q4_0},
+             [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0},
+             [GGML_TYPE_Q4_K] = {P2_NR, p2_gb_q4_K, p2_pack_q4_K, p2_gemm_q4_K},
+             [GGML_TYPE_Q6_K] = {P2_NR, p2_gb_q6_K, p2_pack_q6_K, p2_gemm_q6_K}},
 };
 
 #if defined(__clang__)
