@@ -164,7 +164,7 @@ static void deq_block_q5_0(const uint8_t *blk, float *y) {
     }
 }
 
-static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+void quant_q4_K_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
     if (j < 4) {
         *sc = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -182,9 +182,9 @@ static void deq_block_q4_K(const uint8_t *blk, float *y) {
     int is = 0;
     for (int j = 0; j < QK_K; j += 64) {
         uint8_t sc, m;
-        get_scale_min_k4(is, b.scales, &sc, &m);
+        quant_q4_K_scale_min(is, b.scales, &sc, &m);
         const float d1 = d * sc, m1 = dmin * m;
-        get_scale_min_k4(is + 1, b.scales, &sc, &m);
+        quant_q4_K_scale_min(is + 1, b.scales, &sc, &m);
         const float d2 = d * sc, m2 = dmin * m;
         for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0xF) - m1;
         for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;

@@ -45,6 +45,9 @@ typedef struct block_q4_K {
     uint8_t scales[12]; /* 8 six-bit scales and mins, packed */
     uint8_t qs[QK_K / 2];
 } block_q4_K;
+/* Sub-block j (0..7) of a Q4_K super-block: its 6-bit scale and minimum, unpacked from
+ * the 12 packed scale bytes (the one decoder; the reference and the weight packers use it). */
+void quant_q4_K_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m);
 
 typedef struct block_q6_K {
     uint8_t ql[QK_K / 2];

@@ -463,13 +463,7 @@ static void pk_pack_q4_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
             memcpy(sb + 32 + 2 * i, &blk->dmin, 2);
             for (int j = 0; j < 8; j++) {
                 uint8_t sc, m;
-                if (j < 4) {
-                    sc = q[j] & 63;
-                    m = q[j + 4] & 63;
-                } else {
-                    sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-                    m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-                }
+                quant_q4_K_scale_min(j, q, &sc, &m);
                 sb[64 + 16 * j + i] = sc;
                 sb[192 + 16 * j + i] = m;
             }
