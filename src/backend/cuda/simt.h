@@ -3,7 +3,7 @@
  * emulation (emu/emu.h: threads of a block as fibers, CUDA's semantics for indices,
  * shared memory, barriers, warp collectives and atomics).
  *
- * Rules for kernel sources (kernels/*.cu, src/backend/cuda/*.cu):
+ * Rules for kernel sources (kernels/ and src/backend/cuda/, *.cu files):
  *   - everything lives between IFD_NS_BEGIN and IFD_NS_END: namespace ifd_cu under nvcc,
  *     ifd_emu under emulation, so both builds link into one binary;
  *   - launch with IFD_LAUNCH(kernel, grid, block, shared_bytes, stream, args...), never

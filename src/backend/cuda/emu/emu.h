@@ -101,8 +101,31 @@ template <typename T> static inline T from_bits(uint64_t b) {
 /* Launch glue: the kernel's arguments are copied (by value, as CUDA does) into a
  * closure every fiber of the grid calls. */
 template <typename F> static void call_closure(void *p) { (*static_cast<F *>(p))(); }
+template <typename F> static void delete_closure(void *p) { delete static_cast<F *>(p); }
+
+/* Graph capture (devrt's dev_graph_begin sets a hook): a launch is recorded with a copy
+ * of its closure, and replayed by captured_run — arguments as seen at capture, as a
+ * CUDA graph's kernel nodes keep them. */
+struct captured_launch {
+    const char *name;
+    dim3 grid, block;
+    size_t smem;
+    kernel_fn fn;
+    void *arg;
+    void (*del)(void *);
+};
+typedef void (*capture_hook)(captured_launch *l);
+capture_hook get_capture_hook(void);
+void set_capture_hook(capture_hook h);
+int captured_run(captured_launch *l);
+void captured_free(captured_launch *l);
+
 template <typename F>
 static inline int launch_closure(const char *name, dim3 grid, dim3 block, size_t smem, F f) {
+    if (capture_hook h = get_capture_hook()) {
+        h(new captured_launch{name, grid, block, smem, &call_closure<F>, new F(f), &delete_closure<F>});
+        return 0;
+    }
     return launch(name, grid, block, smem, &call_closure<F>, &f);
 }
 
