@@ -16,3 +16,10 @@ INFERD_BIN=$PWD/build/inferd $PY -m pytest -q tests/python
 BUILD_DIR=build-asan BUILD_TYPE=Asan CMAKE_ARGS="-DINFERD_CUDA=OFF" INFERD_TARGET=inferd bash scripts/build.sh
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 INFERD_BIN=$PWD/build-asan/inferd \
   $PY -m pytest -q tests/python/test_server_*.py
+# the emulated CUDA kernel tests under ASan+UBSan too (fiber stacks included), when the
+# CUDA headers are there (the emulation needs only those)
+if ninja -C build-asan -t targets all 2>/dev/null | grep -q '^emu_tests:'; then
+  cmake --build build-asan -j "$(nproc)" --target emu_tests
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -L emu
+fi

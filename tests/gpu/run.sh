@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh — the one script for a GPU host (issue 9): builds with CUDA for sm_90
+# only, runs every kernel test natively (tests/cuda/test_*.cu -> gpu_test_*), runs greedy
+# generation on the Shakespeare models on the GPU and on the CPU backend and compares the
+# tokens, runs the GPU benchmarks (device copy bandwidth; batch-1 decode of random
+# llama3-8b weights in BF16 / Q4_0 / Q4_K; output tok/s at 64 and 256 concurrent
+# requests), and prints one summary table. Budget: under 8 minutes on an H200.
+#
+# What must be on the GPU host (it has nvcc, CMake and Python, but no Debian packages
+# and no network):
+#   - this checkout (tracked files);
+#   - gpu-assets/ (git-ignored), made on a Debian machine by `bash tests/gpu/prepare.sh`:
+#       gpu-assets/debs/   libuv1, libuv1-dev, libcjson1, libcjson-dev .deb files
+#       gpu-assets/models/ shakespeare-target*.gguf, shakespeare-draft.gguf
+# The command, from the checkout's root:
+#   bash tests/gpu/run.sh            (with the device tool: run(command="bash tests/gpu/run.sh",
+#                                     carry=["gpu-assets"]))
+# Environment: GPU_QUICK=1 skips the 8B benchmarks; OUT (if set) receives the logs.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+ASSETS=$ROOT/gpu-assets
+B=$ROOT/build-gpu
+LOG=${OUT:-$ROOT/build-gpu-logs}
+mkdir -p "$LOG"
+T0=$(date +%s)
+ROWS=()
+row() { ROWS+=("$(printf '%-44s %-8s %s' "$1" "$2" "$3")"); }
+elapsed() { echo $(( $(date +%s) - T0 ))s; }
+
+[ -d "$ASSETS/debs" ] && [ -d "$ASSETS/models" ] || {
+  echo "run.sh: gpu-assets/{debs,models} missing (bash tests/gpu/prepare.sh on a Debian machine)"; exit 2; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1
+
+# ---- 1. the server libraries from the carried .deb files (no dpkg needed) --------------
+PREFIX=$ASSETS/prefix
+if [ ! -f "$PREFIX/.done" ]; then
+  python3 - "$ASSETS/debs" "$PREFIX" <<'PY'
+import io, sys, tarfile, pathlib
+src, dst = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+dst.mkdir(parents=True, exist_ok=True)
+for deb in sorted(src.glob("*.deb")):
+    data = deb.read_bytes()
+    assert data[:8] == b"!<arch>\n", deb
+    off = 8
+    while off < len(data):
+        name = data[off:off + 16].decode().strip().rstrip("/")
+        size = int(data[off + 48:off + 58].decode().strip())
+        body = data[off + 60:off + 60 + size]
+        off += 60 + size + (size & 1)
+        if name.startswith("data.tar"):
+            with tarfile.open(fileobj=io.BytesIO(body)) as t:
+                t.extractall(dst, filter="tar") if hasattr(tarfile, "data_filter") else t.extractall(dst)
+PY
+  touch "$PREFIX/.done"
+fi
+LIBDIR=$(dirname "$(find "$PREFIX" -name 'libuv.so' | head -1)")
+export LD_LIBRARY_PATH=$LIBDIR:${LD_LIBRARY_PATH:-}
+
+# ---- 2. build (sm_90 only) -------------------------------------------------------------
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DINFERD_CUDA=ON -DINFERD_GPU_TESTS=ON -DINFERD_EMU=OFF \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DINFERD_SHARED_DIR="$ASSETS" \
+  -DCJSON_INCLUDE_DIR="$PREFIX/usr/include" -DCJSON_LIBRARY="$LIBDIR/libcjson.so" \
+  -DUV_INCLUDE_DIR="$PREFIX/usr/include" -DUV_LIBRARY="$LIBDIR/libuv.so" >"$LOG/configure.log" 2>&1 \
+  || { tail -30 "$LOG/configure.log"; exit 1; }
+TARGETS=(inferd gpu_membw)
+for t in tests/cuda/test_*.cu; do TARGETS+=("gpu_$(basename "$t" .cu)"); done
+if cmake --build "$B" -j "$(nproc)" --target "${TARGETS[@]}" >"$LOG/build.log" 2>&1; then
+  row "build (sm_90)" ok "$(elapsed)"
+else
+  grep -E "error|warning" "$LOG/build.log" | head -30
+  row "build (sm_90)" FAIL "see build.log"
+  printf '%s\n' "${ROWS[@]}"; exit 1
+fi
+
+# ---- 3. every kernel test, natively ----------------------------------------------------
+FAILS=0
+for t in tests/cuda/test_*.cu; do
+  n=gpu_$(basename "$t" .cu)
+  s=$(date +%s.%N)
+  if timeout 120 "$B/$n" >"$LOG/$n.log" 2>&1; then r=ok; else r=FAIL; FAILS=$((FAILS+1)); fi
+  row "$n" $r "$(tail -1 "$LOG/$n.log") ($(python3 -c "print(f'{$(date +%s.%N)-$s:.1f}s')"))"
+done
+
+# ---- 4. end to end: greedy tokens on the GPU vs the CPU backend -------------------------
+for m in "$ASSETS"/models/shakespeare-*.gguf; do
+  name=$(basename "$m" .gguf)
+  for p in "ROMEO:" "The king"; do
+    a=$("$B/inferd" generate -m "$m" -p "$p" -n 48 --temp 0 --ids --device cuda 2>"$LOG/e2e-$name.err")
+    b=$("$B/inferd" generate -m "$m" -p "$p" -n 48 --temp 0 --ids --device cpu 2>>"$LOG/e2e-$name.err")
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then r=same; else r=DIFF; FAILS=$((FAILS+1)); fi
+    row "greedy $name '$p'" "$r" "$(echo "$a" | wc -w) tokens"
+  done
+done
+
+# ---- 5. benchmarks -----------------------------------------------------------------------
+BW=$("$B/gpu_membw" 4096 2>"$LOG/membw.err")
+COPY=$(echo "$BW" | python3 -c 'import json,sys; print(json.load(sys.stdin)["copy_gbps"])' 2>/dev/null || echo 0)
+row "device copy bandwidth" "$COPY" "GB/s (read + write)"
+bench() { # NAME DTYPE N_REQ IN OUT MAX_SEQS
+  "$B/inferd" bench --device cuda --random-weights llama3-8b --dtype "$2" --num-requests "$3" \
+    --input-len-range "$4" --output-len-range "$5" --max-num-seqs "$6" >"$LOG/bench-$1.log" 2>&1
+  tail -1 "$LOG/bench-$1.log"
+}
+if [ "${GPU_QUICK:-0}" != 1 ]; then
+  for dt in bf16 q4_0 q4_k; do
+    j=$(bench "b1-$dt" $dt 1 128 256 1)
+    row "llama3-8b $dt batch-1 decode" "$(echo "$j" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d.get("decode_tok_s", d.get("output_tok_s", 0)), 1))' 2>/dev/null || echo '?')" "tok/s  (bench-b1-$dt.log)"
+  done
+  for c in 64 256; do
+    j=$(bench "c$c" bf16 $c 128 512 $c)
+    row "llama3-8b bf16 $c concurrent (128 in, 512 out)" "$(echo "$j" | python3 -c 'import json,sys; print(round(json.load(sys.stdin).get("output_tok_s", 0), 1))' 2>/dev/null || echo '?')" "output tok/s"
+  done
+fi
+
+echo
+echo "== tests/gpu/run.sh summary ($(elapsed)) =="
+printf '%s\n' "${ROWS[@]}"
+exit $(( FAILS > 0 ))
