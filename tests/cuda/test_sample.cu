@@ -66,7 +66,8 @@ static void make_case(row_case *c, int nv) {
     p.top_k = k == 0 ? 1 : k == 1 ? 40 : k == 2 ? nv : k == 3 ? rnd_int(1, nv) : 0;
     const int tp = rnd_int(0, 3);
     p.top_p = tp == 0 ? 1.0f : tp == 1 ? 0.0f : rnd_f(0.1f, 1.0f);
-    p.min_p = rnd_int(0, 2) == 0 ? rnd_f(0.0f, 0.3f) : 0.0f;
+    const int mp = rnd_int(0, 5);
+    p.min_p = mp == 0 ? 1.0f : mp < 3 ? rnd_f(0.0f, 0.3f) : 0.0f; /* 1: only the ties of the best */
     c->st = sampler_state{};
     if (rnd_int(0, 2) == 0) {
         const int r = rnd_int(0, 3);
