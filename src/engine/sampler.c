@@ -1,9 +1,21 @@
 /* sampler.c — penalties, logit_bias, temperature / top-k / top-p / min-p sampling with
- * xoshiro256**. Deterministic for a given seed and logits: which candidates survive is
- * defined by the strict order (logit desc, id asc), and every selection / partition
- * step is a fixed function of its input, so nothing depends on qsort stability.
- * top-k, top-p and min-p are O(n) selections, not sorts. Allocation-free on the step
- * path; runs on whichever thread owns the scratch (the engine thread). */
+ * a counter-based RNG (Philox-4x32-10 keyed by seed, counted by position). The
+ * arithmetic is the one sampler.h spells out, step by step, so that the device op
+ * (kernels/sample.cu) reproduces every token: integer weights (exact sums in any
+ * order), one total order (x desc, id asc) for every filter, single float operations
+ * that no compiler may contract into an FMA. top-k, top-p and the draw are O(n)
+ * selections (quickselect), not sorts. Allocation-free on the step path; runs on
+ * whichever thread owns the scratch (the engine thread). */
+
+/* x*y+z must stay two roundings (the kernel does the same with __fmul_rn/__fadd_rn):
+ * GCC's default in gnu11 is -ffp-contract=fast, which fuses them where FMA exists
+ * (-march=native). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #include "sampler.h"
 
 #include <math.h>
@@ -12,33 +24,68 @@
 
 #include "../util/common.h"
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+/* ---- Philox-4x32-10 ------------------------------------------------------------------ */
+
+void sampler_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        const uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        const uint32_t h0 = (uint32_t)(p0 >> 32), l0 = (uint32_t)p0;
+        const uint32_t h1 = (uint32_t)(p1 >> 32), l1 = (uint32_t)p1;
+        c0 = h1 ^ c1 ^ k0;
+        c1 = l1;
+        c2 = h0 ^ c3 ^ k1;
+        c3 = l0;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+uint64_t sampler_draw_bits(uint64_t key, uint64_t counter) {
+    const uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), 0, 0};
+    const uint32_t k[2] = {(uint32_t)key, (uint32_t)(key >> 32)};
+    uint32_t o[4];
+    sampler_philox4x32(c, k, o);
+    return (uint64_t)o[0] | (uint64_t)o[1] << 32;
 }
 
 void rng_seed(ifd_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+    r->key = seed;
+    r->ctr = 0;
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t rng_next(ifd_rng *r) {
-    uint64_t *s = r->s;
-    const uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
+uint64_t rng_next(ifd_rng *r) { return sampler_draw_bits(r->key, r->ctr++); }
 
 double rng_uniform(ifd_rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
 
+/* ---- exp(d), d <= 0, in a fixed sequence of float operations ----------------------- */
+
+float sampler_expneg(float d) {
+    if (!(d >= -86.0f)) return 0.0f; /* NaN too; the result would be subnormal below */
+    if (d >= 0.0f) return 1.0f;
+    /* k = round(d / ln 2) in [-124, 0]; r = d - k ln 2 in about [-0.35, 0.35], with
+     * ln 2 split so that k * LN2_HI is exact */
+    const float t = d * 0x1.715476p+0f; /* 1/ln 2 */
+    const int k = (int)floorf(t + 0.5f);
+    const float kf = (float)k;
+    const float r = (d - kf * 0x1.62e4p-1f) - kf * 0x1.7f7d1cp-20f; /* ln 2 = hi + lo */
+    float p = 0x1.a01a02p-13f; /* 1/5040, then 1/720, 1/120, 1/24, 1/6 as floats */
+    p = p * r + 0x1.6c16c2p-10f;
+    p = p * r + 0x1.111112p-7f;
+    p = p * r + 0x1.555556p-5f;
+    p = p * r + 0x1.555556p-3f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union { uint32_t u; float f; } s = {.u = (uint32_t)(k + 127) << 23};
+    return p * s.f;
+}
 
 /* ---- parameters ------------------------------------------------------------------- */
 
@@ -200,12 +247,12 @@ int32_t sampler_argmax(const float *logits, int32_t n) {
     return best;
 }
 
-/* Strict total order: logit (or weight) descending, then id ascending. NaN never
- * reaches here (mapped to -inf when the candidates are built). */
+/* The strict total order of sampler.h: x descending, then id ascending. NaN never
+ * reaches here (mapped to -inf when the candidates are built); -0 == +0. */
 static int cand_cmp(const void *a, const void *b) {
     const sampler_cand *x = a, *y = b;
-    if (x->logit > y->logit) return -1;
-    if (x->logit < y->logit) return 1;
+    if (x->x > y->x) return -1;
+    if (x->x < y->x) return 1;
     return (x->id > y->id) - (x->id < y->id);
 }
 
@@ -236,17 +283,6 @@ static void select_top_k(sampler_cand *c, int32_t n, int32_t k) {
     }
 }
 
-/* Move candidates with weight >= thresh to the front; returns how many. */
-static int32_t partition_ge(sampler_cand *c, int32_t n, float thresh) {
-    int32_t m = 0;
-    for (int32_t i = 0; i < n; i++)
-        if (c[i].logit >= thresh) {
-            if (i != m) cand_swap(&c[i], &c[m]);
-            m++;
-        }
-    return m;
-}
-
 static inline int32_t median3(const sampler_cand *c, int32_t a, int32_t b, int32_t d) {
     if (cand_cmp(&c[a], &c[b]) < 0) {
         if (cand_cmp(&c[b], &c[d]) < 0) return b;
@@ -256,47 +292,58 @@ static inline int32_t median3(const sampler_cand *c, int32_t a, int32_t b, int32
     return cand_cmp(&c[b], &c[d]) < 0 ? d : b;
 }
 
-/* top_p: the shortest best-first prefix of c[0..limit) whose weight reaches target.
- * Moves that prefix to the front (unordered) and returns its length. A quickselect on
- * mass instead of a sort: partition around a pivot, then keep only the side where the
- * cumulative weight crosses target; expected O(limit) even when the prefix holds most
- * of a flat vocabulary. cand_cmp is a strict total order, so the set is exactly the
- * sorted prefix. Everything in c[0..limit) is better than everything after it. */
-static int32_t top_p_prefix(sampler_cand *c, int32_t limit, double target) {
-    int32_t lo = 0, hi = limit; /* the cut lies in [lo, hi); c[0..lo) is kept */
-    double acc = 0.0;           /* weight of c[0..lo) */
+/* The shortest best-first prefix of c[0..n) whose sum of q reaches target (>= 1).
+ * Moves that prefix to the front (unordered) and returns its length L; *cross is the
+ * index of its worst member (the one at which the running sum reaches target). If all
+ * of c falls short, returns n and *cross = -1. A quickselect on mass instead of a
+ * sort: partition around a pivot, keep only the side where the running sum crosses
+ * target; expected O(n) even when the prefix holds most of a flat vocabulary.
+ * cand_cmp is a strict total order and the sums are exact integers, so the set (and
+ * the crossing member) is exactly that of the sorted scan. */
+static int32_t mass_prefix(sampler_cand *c, int32_t n, uint64_t target, int32_t *cross) {
+    int32_t lo = 0, hi = n; /* the crossing lies in [lo, hi); c[0..lo) is kept */
+    uint64_t acc = 0;       /* mass of c[0..lo) */
     while (hi - lo > 32) {
         const int32_t pi = median3(c, lo, lo + (hi - lo) / 2, hi - 1);
         cand_swap(&c[pi], &c[hi - 1]);
         const sampler_cand pivot = c[hi - 1];
         int32_t p = lo;
-        double mass = 0.0; /* of the candidates better than the pivot */
+        uint64_t mass = 0; /* of the candidates better than the pivot */
         for (int32_t j = lo; j < hi - 1; j++)
             if (cand_cmp(&c[j], &pivot) < 0) {
-                mass += c[j].logit;
+                mass += c[j].q;
                 cand_swap(&c[j], &c[p++]);
             }
         cand_swap(&c[p], &c[hi - 1]);
         if (acc + mass >= target) {
-            hi = p; /* the cut is among the better ones */
-        } else if (acc + mass + pivot.logit >= target) {
+            hi = p; /* the crossing is among the better ones */
+        } else if (acc + mass + pivot.q >= target) {
+            *cross = p;
             return p + 1;
         } else {
-            acc += mass + pivot.logit;
+            acc += mass + pivot.q;
             lo = p + 1;
         }
     }
     qsort(c + lo, (size_t)(hi - lo), sizeof *c, cand_cmp);
     for (int32_t i = lo; i < hi; i++) {
-        acc += c[i].logit;
-        if (acc >= target) return i + 1;
+        acc += c[i].q;
+        if (acc >= target) {
+            *cross = i;
+            return i + 1;
+        }
     }
-    return hi; /* float rounding: the cut was established at hi */
+    *cross = -1;
+    return hi; /* hi == n here: every narrowing above left the crossing inside */
 }
 
-int32_t sampler_sample_seq(const sampler_params *p, const sampler_state *st, const float *logits,
-                           int32_t n_vocab, ifd_rng *rng, sampler_scratch *scr) {
-    IFD_ASSERT(n_vocab > 0 && scr->cap >= n_vocab);
+static inline uint64_t mulhi64(uint64_t a, uint64_t b) {
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+}
+
+int32_t sampler_sample_at(const sampler_params *p, const sampler_state *st, const float *logits,
+                          int32_t n_vocab, uint64_t key, uint64_t position, sampler_scratch *scr) {
+    IFD_ASSERT(n_vocab > 0 && n_vocab <= SAMPLER_MAX_VOCAB && scr->cap >= n_vocab);
     const bool greedy = !(p->temperature >= SAMPLER_GREEDY_EPS) || p->top_k == 1;
     const bool adjust = p->n_logit_bias > 0 || p->n_banned > 0 ||
                         (st && st->n_seen > 0 &&
@@ -310,46 +357,54 @@ int32_t sampler_sample_seq(const sampler_params *p, const sampler_state *st, con
     }
     if (greedy) return sampler_argmax(l, n_vocab);
 
-    /* candidates: (id, logit / T), NaN -> -inf */
+    /* 4. candidates: (id, logit / T), NaN -> -inf */
     sampler_cand *c = scr->cand;
     const float inv_t = 1.0f / p->temperature;
-    float max = -INFINITY;
+    float m = -INFINITY;
     for (int32_t i = 0; i < n_vocab; i++) {
         const float x = isnan(l[i]) ? -INFINITY : l[i] * inv_t;
         c[i].id = i;
-        c[i].logit = x;
-        if (x > max) max = x;
+        c[i].x = x;
+        if (x > m) m = x;
     }
-    if (max == -INFINITY) return sampler_argmax(l, n_vocab); /* all masked */
+    if (m == -INFINITY) return sampler_argmax(l, n_vocab); /* all masked */
+    /* 5. top_k */
     int32_t n = n_vocab;
     if (p->top_k > 0 && p->top_k < n) {
         select_top_k(c, n, p->top_k);
         n = p->top_k;
     }
-    /* logits -> unnormalized weights exp(logit - max) in (0, 1]; the max weighs 1.
-     * Order is unchanged except that logits too close to tell apart in float tie,
-     * which cand_cmp then breaks by id: still a fixed total order. */
-    double z = 0.0;
+    /* 6-7. integer weights, Z over the top_k survivors; min_p's survivors to the front
+     * (w >= min_p: as w_max = 1, that is p >= min_p * p_max; the best one always stays) */
+    const float mp = p->min_p > 0.0f ? fminf(p->min_p, 1.0f) : 0.0f;
+    uint64_t z = 0;
+    int32_t limit = 0;
     for (int32_t i = 0; i < n; i++) {
-        c[i].logit = expf(c[i].logit - max);
-        z += c[i].logit;
+        const float w = c[i].x == m ? 1.0f : sampler_expneg(c[i].x - m);
+        c[i].q = (uint64_t)(w * 0x1p42f);
+        z += c[i].q;
+        if (mp == 0.0f || w >= mp) {
+            if (i != limit) cand_swap(&c[i], &c[limit]);
+            limit++;
+        }
     }
-    /* min_p keeps a best-first prefix (weight >= min_p, as p_max's weight is 1); so
-     * does top_p. Their intersection is the shorter prefix, and top_p's mass is
-     * measured against z (all top_k survivors), not against the min_p survivors. */
-    int32_t limit = n;
-    if (p->min_p > 0.0f) limit = partition_ge(c, n, fminf(p->min_p, 1.0f)); /* >= 1: max */
-    if (p->top_p > 0.0f && p->top_p < 1.0f) limit = top_p_prefix(c, limit, p->top_p * z);
+    int32_t cross;
+    /* 8. top_p against Z (z >= 2^42: the best one is in, so t >= 1) */
+    if (p->top_p > 0.0f && p->top_p < 1.0f) {
+        const uint64_t t = (uint64_t)ceil((double)p->top_p * (double)z);
+        limit = mass_prefix(c, limit, t < 1 ? 1 : t, &cross);
+    }
+    /* 9. the draw: the first survivor, best first, whose running sum exceeds u */
+    uint64_t total = 0;
+    for (int32_t i = 0; i < limit; i++) total += c[i].q;
+    const uint64_t u = mulhi64(sampler_draw_bits(key, position), total);
+    mass_prefix(c, limit, u + 1, &cross);
+    return cross >= 0 ? c[cross].id : c[0].id; /* cross < 0 cannot happen: u < total */
+}
 
-    double total = 0.0;
-    for (int32_t i = 0; i < limit; i++) total += c[i].logit;
-    const double u = rng_uniform(rng) * total;
-    double cum = 0.0;
-    for (int32_t i = 0; i < limit; i++) {
-        cum += c[i].logit;
-        if (u < cum) return c[i].id;
-    }
-    return c[limit - 1].id;
+int32_t sampler_sample_seq(const sampler_params *p, const sampler_state *st, const float *logits,
+                           int32_t n_vocab, ifd_rng *rng, sampler_scratch *scr) {
+    return sampler_sample_at(p, st, logits, n_vocab, rng->key, rng->ctr++, scr);
 }
 
 int32_t sampler_sample(const sampler_params *p, const float *logits, int32_t n_vocab, ifd_rng *rng,

@@ -1,20 +1,46 @@
-/* sampler.h — token sampling from logits with a per-request seeded RNG.
+/* sampler.h — token sampling from logits with a counter-based RNG keyed by (seed, position).
  *
  * Pipeline (fixed order), all on a scratch copy of the logits:
  *   1. penalties   repetition (prompt + output ids), then presence / frequency
  *                  (output ids only), from the per-sequence sampler_state;
- *   2. logit_bias  sparse (id, bias) pairs added; banned ids set to -inf;
- *   3. temperature 0 (or below SAMPLER_GREEDY_EPS): argmax, lowest id on ties;
- *   4. temperature logits / T;
- *   5. top_k       keep the k best;
- *   6. top_p       keep the shortest best-first prefix whose mass (renormalized over
- *                  the top_k survivors) reaches top_p;
- *   7. min_p       keep ids with p >= min_p * p_max;
- *   8. one draw    from the survivors, renormalized.
+ *   2. logit_bias  sparse (id, bias) pairs added in list order; banned ids set to -inf;
+ *   3. temperature 0 (or below SAMPLER_GREEDY_EPS), or top_k 1: argmax of the penalized
+ *                  logits, lowest id on ties, NaN as -inf;
+ *   4. temperature x = l * (1/T) (one float multiply, 1/T a float division; NaN -> -inf,
+ *                  -0 counts as +0); m = max x; if m is -inf, the argmax of step 3;
+ *   5. top_k       keep the k best in the order (x desc, id asc): a strict total order;
+ *   6. weights     w = 1 if x == m, else sampler_expneg(x - m) (float, below);
+ *                  q = (uint64) trunc(w * 2^SAMPLER_Q_BITS), an integer weight; the
+ *                  normaliser Z = sum of q over the top_k survivors (integer, exact);
+ *   7. min_p       keep ids with w >= min(min_p, 1) (p >= min_p * p_max);
+ *   8. top_p       keep the shortest best-first prefix (same order) of the min_p
+ *                  survivors whose sum of q reaches t = ceil(top_p * (double)Z) (the
+ *                  mass is renormalized over the top_k survivors, not the min_p ones);
+ *   9. one draw    total = sum of q over the survivors; r = the 64-bit Philox draw for
+ *                  (key, position); u = floor(r * total / 2^64) (an exact 64x64->128
+ *                  multiply); the token is the first survivor, best first, at which the
+ *                  running sum of q exceeds u.
  *
- * Determinism: for a given seed, params, penalty state and logits the result is a pure
- * function; candidate order is fixed by (logit desc, id asc) and every partition step
- * is deterministic, so nothing depends on qsort stability or the platform's rand().
+ * Why integers: every sum above is a sum of uint64, so it is exact and the same in any
+ * order. The device op (kernels/sample.cu) computes it with a parallel radix select and
+ * block reductions in whatever order its threads run and still gets the same bits,
+ * hence exactly this function's token for the same logits, params, key and position.
+ * The float steps (penalties, x, expneg) are single IEEE operations, written so that
+ * no compiler may fuse a multiply and an add (sampler.c turns contraction off; the
+ * kernel uses __fmul_rn / __fadd_rn). Cost of the integers: a weight below 2^-42 of the
+ * best (a logit more than 29 nats below the maximum after temperature) counts as 0 and
+ * is never drawn; such ids carry less than 2^-42 * n_vocab of the mass in total.
+ *
+ * RNG: Philox-4x32-10 (Salmon et al., Random123) — the draw is a pure function of a
+ * 64-bit key (the request seed, decorrelated per choice by the engine) and a 64-bit
+ * counter, the position of the token being sampled. ifd_rng carries the key and the
+ * next counter; sampler_sample_seq uses counter rng->ctr and then advances it (once
+ * per call, greedy included), so the counter of a sequence's j-th sampled token is j.
+ * A device sampling the same row is handed (rng->key, rng->ctr) and advances ctr too.
+ *
+ * Determinism: for a given key, position, params, penalty state and logits the result
+ * is a pure function; nothing depends on qsort stability, summation order or the
+ * platform's rand().
  *
  * Memory: nothing is allocated on the step path. sampler_scratch (n_vocab candidates
  * and a logits copy) is allocated once per engine or request; sampler_state (penalty
@@ -30,13 +56,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A counter-based generator: draw j is philox(key, j). Copyable; no hidden state. */
 typedef struct ifd_rng {
-    uint64_t s[4]; /* xoshiro256** state */
+    uint64_t key; /* the seed */
+    uint64_t ctr; /* the counter of the next draw */
 } ifd_rng;
 
-void rng_seed(ifd_rng *r, uint64_t seed);
-uint64_t rng_next(ifd_rng *r);
-double rng_uniform(ifd_rng *r); /* [0, 1) */
+void rng_seed(ifd_rng *r, uint64_t seed); /* key = seed, ctr = 0 */
+uint64_t rng_next(ifd_rng *r);            /* sampler_draw_bits(key, ctr++) */
+double rng_uniform(ifd_rng *r);           /* [0, 1), 53 bits of rng_next */
+
+/* Philox-4x32-10 of counter (ctr[0..3]) under key (key[0..1]) into out[4]. */
+void sampler_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* The 64-bit draw for (key, counter): philox of counter words (lo, hi, 0, 0) and key
+ * words (lo, hi); out[0] | out[1] << 32. */
+uint64_t sampler_draw_bits(uint64_t key, uint64_t counter);
+
+/* exp(d) for d <= 0 from single float operations in a fixed order (Cody-Waite
+ * reduction by ln 2, a degree-7 Horner polynomial, exact scaling by 2^k): within 2 ulp
+ * of exp, the same bits on every IEEE platform (the device op repeats it). Returns 0
+ * for d < -86 (and NaN), 1 for d >= 0. */
+float sampler_expneg(float d);
+
+/* Integer weights: q = trunc(w * 2^SAMPLER_Q_BITS) with w in [0, 1]; with at most
+ * SAMPLER_MAX_VOCAB ids their sum stays below 2^63. */
+#define SAMPLER_Q_BITS 42
+#define SAMPLER_MAX_VOCAB (1 << 21)
 
 /* Temperatures below this are greedy (logits / T would overflow float). */
 #define SAMPLER_GREEDY_EPS 1e-5f
@@ -105,7 +150,8 @@ void sampler_apply_penalties(const sampler_params *p, const sampler_state *st, f
 /* ---- sampling ---------------------------------------------------------------------- */
 typedef struct sampler_cand {
     int32_t id;
-    float logit; /* then the unnormalized weight exp(logit - max) */
+    float x;    /* the logit after penalties and temperature (the order key) */
+    uint64_t q; /* the integer weight (step 6) */
 } sampler_cand;
 
 /* Scratch for one sampling call at a time. Caller-allocated, reused across steps. */
@@ -121,10 +167,15 @@ void sampler_scratch_deinit(sampler_scratch *s);                /* zeroed ok */
 /* Index of the largest logit (lowest id on ties; NaN counts as -inf). */
 int32_t sampler_argmax(const float *logits, int32_t n);
 
-/* The whole pipeline for one token. logits (n_vocab, raw from the model) are not
- * modified; st may be NULL (no penalties). Does not update st: the caller calls
- * sampler_state_accept with the token it keeps. If every logit is -inf after
- * penalties and bans, returns the lowest id (deterministic, possibly banned). */
+/* The whole pipeline for one token, drawn with counter `position` under `key`.
+ * logits (n_vocab <= SAMPLER_MAX_VOCAB, raw from the model) are not modified; st may
+ * be NULL (no penalties). Does not update st: the caller calls sampler_state_accept
+ * with the token it keeps. If every logit is -inf after penalties and bans, returns
+ * the lowest id (deterministic, possibly banned). */
+int32_t sampler_sample_at(const sampler_params *p, const sampler_state *st, const float *logits,
+                          int32_t n_vocab, uint64_t key, uint64_t position, sampler_scratch *scr);
+
+/* sampler_sample_at(key = rng->key, position = rng->ctr), then rng->ctr++. */
 int32_t sampler_sample_seq(const sampler_params *p, const sampler_state *st, const float *logits,
                            int32_t n_vocab, ifd_rng *rng, sampler_scratch *scr);
 

@@ -49,7 +49,9 @@ static void make_prompts(prompt *p, int n, unsigned seed, bool shared_prefix) {
     int32_t prefix[64];
     for (int i = 0; i < 64; i++) prefix[i] = 3 + (int32_t)(rng_next(&rng) % 1000);
     for (int k = 0; k < n; k++) {
-        p[k].n = 5 + (int32_t)(rng_next(&rng) % 150);
+        /* with a shared prefix, at least 49 tokens: 3 full blocks of it are cacheable
+         * (test_prefix_caching_on_off counts on it, whatever the RNG's stream) */
+        p[k].n = shared_prefix ? 49 + (int32_t)(rng_next(&rng) % 106) : 5 + (int32_t)(rng_next(&rng) % 150);
         p[k].ids[0] = 1; /* BOS */
         for (int32_t i = 1; i < p[k].n; i++)
             p[k].ids[i] = shared_prefix && i < 64 ? prefix[i] : 3 + (int32_t)(rng_next(&rng) % 1000);

@@ -29,7 +29,8 @@ static int ref_cmp(const void *a, const void *b) {
 }
 
 /* probs[n] (by id) of drawing each id; returns the number of ids with p > 0. Uses the
- * same float steps as the sampler (l * (1/T), expf(l - max)) so boundaries agree. */
+ * same float steps as the sampler (l * (1/T), sampler_expneg(l - max)) so boundaries
+ * agree (the sampler's integer weights differ from w by < 2^-42, far below the test's reach). */
 static int ref_dist(const sampler_params *p, const float *logits, int n, double *probs) {
     ref_c *c = malloc((size_t)n * sizeof *c);
     const float inv_t = 1.0f / p->temperature;
@@ -37,7 +38,7 @@ static int ref_dist(const sampler_params *p, const float *logits, int n, double 
     qsort(c, (size_t)n, sizeof *c, ref_cmp);
     int k = (p->top_k > 0 && p->top_k < n) ? p->top_k : n;
     double *w = malloc((size_t)n * sizeof *w), z = 0;
-    for (int i = 0; i < k; i++) z += (w[i] = expf(c[i].l - c[0].l));
+    for (int i = 0; i < k; i++) z += (w[i] = sampler_expneg(c[i].l - c[0].l));
     int keep = k;
     if (p->top_p > 0 && p->top_p < 1) {
         double cum = 0;
@@ -117,6 +118,79 @@ static void test_rng_seeded(void) {
         double u = rng_uniform(&a);
         CHECK(u >= 0.0 && u < 1.0);
     }
+}
+
+/* Philox-4x32-10 known answers (Random123's kat_vectors), and the counter-based
+ * generator is a pure function of (key, counter). */
+static void test_philox_kat(void) {
+    static const uint32_t v[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+        {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
+         0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
+         0x94fdcceb, 0x5001e420, 0x24126ea1}};
+    for (int i = 0; i < 3; i++) {
+        uint32_t out[4];
+        sampler_philox4x32(v[i], v[i] + 4, out);
+        for (int j = 0; j < 4; j++) CHECKF(out[j] == v[i][6 + j], "vector %d word %d: %08x", i, j, out[j]);
+    }
+    /* draw j of rng_seed(s) is sampler_draw_bits(s, j), whatever came before */
+    ifd_rng r;
+    rng_seed(&r, 0x1234567890abcdefull);
+    for (uint64_t j = 0; j < 100; j++) CHECK(rng_next(&r) == sampler_draw_bits(0x1234567890abcdefull, j));
+    CHECK(r.ctr == 100);
+    CHECK(sampler_draw_bits(1, 0) != sampler_draw_bits(2, 0));
+    CHECK(sampler_draw_bits(1, 0) != sampler_draw_bits(1, 1ull << 32));
+}
+
+/* sampler_expneg against exp in double: within 2 ulp of float over [-86, 0], exact at
+ * 0, 0 below -86 and for NaN, and never increasing as d decreases. */
+static void test_expneg(void) {
+    double worst = 0;
+    float prev = 1.0f;
+    for (int i = 0; i <= 2000000; i++) {
+        const float d = -86.0f * (float)i / 2000000.0f;
+        const float got = sampler_expneg(d);
+        const double want = exp((double)d);
+        const double ulp = ldexp(1.0, ilogb(want) - 23);
+        const double e = fabs((double)got - want) / ulp;
+        if (e > worst) worst = e;
+        CHECKF(got <= prev, "not monotone at %g", (double)d);
+        prev = got;
+    }
+    CHECKF(worst <= 2.0, "worst error %.3f ulp", worst);
+    CHECK(sampler_expneg(0.0f) == 1.0f && sampler_expneg(-0.0f) == 1.0f);
+    CHECK(sampler_expneg(-86.5f) == 0.0f && sampler_expneg(-INFINITY) == 0.0f);
+    CHECK(sampler_expneg(NAN) == 0.0f);
+}
+
+/* sampler_sample_seq is sampler_sample_at at counter rng->ctr, which it advances once
+ * per call, greedy or not; the position picks the draw. */
+static void test_sample_at_position(void) {
+    enum { NV = 500 };
+    static float logits[NV];
+    unsigned s = 11;
+    for (int i = 0; i < NV; i++) logits[i] = frand(&s) * 2.0f;
+    sampler_scratch scr = {0};
+    CHECK(sampler_scratch_init(&scr, NV) == IFD_OK);
+    const sampler_params p = {.temperature = 1.0f, .top_p = 0.95f};
+    const sampler_params g = {.temperature = 0.0f};
+    ifd_rng r;
+    rng_seed(&r, 77);
+    int differ = 0;
+    for (uint64_t j = 0; j < 200; j++) {
+        const int32_t want = sampler_sample_at(&p, NULL, logits, NV, 77, j, &scr);
+        CHECK(sampler_sample_at(&p, NULL, logits, NV, 77, j, &scr) == want);
+        if (j % 3 == 0) {
+            CHECK(sampler_sample(&g, logits, NV, &r, &scr) == sampler_argmax(logits, NV));
+        } else {
+            CHECK(sampler_sample(&p, logits, NV, &r, &scr) == want);
+        }
+        CHECK(r.ctr == j + 1);
+        differ += want != sampler_sample_at(&p, NULL, logits, NV, 77, j + 1, &scr);
+    }
+    CHECK(differ > 150);
+    sampler_scratch_deinit(&scr);
 }
 
 /* Same seed + logits + params -> the same token sequence; another seed differs. The
@@ -526,7 +600,7 @@ static void test_logprobs(void) {
     CHECK(fabs(out[0].logprob - (-1.0 - log1p(exp(-1.0)))) < 1e-6);
 }
 
-TEST_MAIN(T(test_rng_seeded), T(test_seeded_determinism), T(test_greedy_tie_break),
+TEST_MAIN(T(test_rng_seeded), T(test_philox_kat), T(test_expneg), T(test_sample_at_position), T(test_seeded_determinism), T(test_greedy_tie_break),
           T(test_top_p_mask), T(test_top_k_mask), T(test_min_p_mask),
           T(test_empirical_vs_reference), T(test_top_p_large_vocab), T(test_penalties_exact),
           T(test_logit_bias), T(test_validate), T(test_logprobs))

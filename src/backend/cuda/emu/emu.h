@@ -199,6 +199,17 @@ static inline float __powf(float x, float y) { return powf(x, y); }
 static inline float __sinf(float x) { return sinf(x); }
 static inline float __cosf(float x) { return cosf(x); }
 static inline float __fdividef(float x, float y) { return x / y; }
+/* IEEE operations rounded to nearest that nvcc never contracts into an FMA. On the
+ * host they are plain operations: a source that needs them bit-exact must also keep
+ * the host compiler from contracting (kernels/sample.cu: #pragma GCC optimize). */
+static inline float __fmul_rn(float x, float y) { return x * y; }
+static inline float __fadd_rn(float x, float y) { return x + y; }
+static inline float __fsub_rn(float x, float y) { return x - y; }
+static inline float __fdiv_rn(float x, float y) { return x / y; }
+static inline double __dmul_rn(double x, double y) { return x * y; }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
 static inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : x); }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
