@@ -119,9 +119,10 @@ static void gen_row(ggml_type t, float sd, row_rng *r, uint8_t *row, int64_t n) 
         }
         return;
     case GGML_TYPE_Q4_0:
+        /* q - 8 has mean -0.5: the scale's sign alternates per block so rows average 0 */
         for (int64_t b = 0; b < n / QK4_0; b++) {
             block_q4_0 blk;
-            blk.d = ifd_f32_to_fp16(sd / SD_U4);
+            blk.d = ifd_f32_to_fp16((b & 1 ? -sd : sd) / SD_U4);
             fill_bytes(r, blk.qs, sizeof blk.qs);
             memcpy(row + (size_t)b * sizeof blk, &blk, sizeof blk);
         }
