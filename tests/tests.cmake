@@ -24,6 +24,7 @@ set(_rooms_test_sampler ifd_engine)
 set(_rooms_test_stop ifd_engine)
 set(_rooms_test_engine ifd_engine)
 set(_rooms_test_engine_limits ifd_engine)
+set(_rooms_test_engine_backend_fault ifd_engine)
 set(_rooms_test_httpd_parse ifd_server)
 set(_rooms_test_chat_escape ifd_server)
 #
