@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../util/common.h"
 #include "../util/threadpool.h"
@@ -95,38 +96,54 @@ static void gen_row(ggml_type t, float sd, row_rng *r, uint8_t *row, int64_t n) 
     const float a = sd * 1.7320508f; /* uniform on [-a, a] has sd a / sqrt(3) */
     switch (t) {
     case GGML_TYPE_F32:
-    case GGML_TYPE_F16:
-    case GGML_TYPE_BF16:
-        for (int64_t i = 0; i < n; i += 2) {
+        for (int64_t i = 0; i < n; i += 2) { /* n is even (a multiple of 32) */
             const uint64_t u = rng_u64(r);
             const float v[2] = {a * unit_f((uint32_t)u), a * unit_f((uint32_t)(u >> 32))};
-            for (int64_t k = 0; k < 2 && i + k < n; k++) {
-                if (t == GGML_TYPE_F32) {
-                    memcpy(row + 4 * (i + k), &v[k], 4);
-                } else {
-                    const uint16_t h = t == GGML_TYPE_F16 ? ifd_f32_to_fp16(v[k]) : ifd_f32_to_bf16(v[k]);
-                    memcpy(row + 2 * (i + k), &h, 2);
-                }
-            }
+            memcpy(row + 4 * i, v, sizeof v);
         }
         return;
-    case GGML_TYPE_Q8_0:
+    case GGML_TYPE_F16:
+    case GGML_TYPE_BF16: {
+        /* 16 random bits a value are plenty for an 8- or 11-bit mantissa */
+        const float a16 = a * (1.0f / 32768.0f);
+        for (int64_t i = 0; i < n; i += 4) { /* n is a multiple of 4 */
+            const uint64_t u = rng_u64(r);
+            uint16_t h[4];
+            for (int k = 0; k < 4; k++) {
+                const float v = a16 * (float)(int16_t)(u >> (16 * k));
+                if (t == GGML_TYPE_F16) {
+                    h[k] = ifd_f32_to_fp16(v);
+                } else { /* truncated to bf16: the top half of the f32 */
+                    uint32_t bits;
+                    memcpy(&bits, &v, 4);
+                    h[k] = (uint16_t)(bits >> 16);
+                }
+            }
+            memcpy(row + 2 * i, h, sizeof h);
+        }
+        return;
+    }
+    case GGML_TYPE_Q8_0: {
+        const ifd_fp16 d = ifd_f32_to_fp16(sd / SD_U8);
         for (int64_t b = 0; b < n / QK8_0; b++) {
             block_q8_0 blk;
-            blk.d = ifd_f32_to_fp16(sd / SD_U8);
+            blk.d = d;
             fill_bytes(r, (uint8_t *)blk.qs, sizeof blk.qs);
             memcpy(row + (size_t)b * sizeof blk, &blk, sizeof blk);
         }
         return;
-    case GGML_TYPE_Q4_0:
+    }
+    case GGML_TYPE_Q4_0: {
         /* q - 8 has mean -0.5: the scale's sign alternates per block so rows average 0 */
+        const ifd_fp16 d[2] = {ifd_f32_to_fp16(sd / SD_U4), ifd_f32_to_fp16(-sd / SD_U4)};
         for (int64_t b = 0; b < n / QK4_0; b++) {
             block_q4_0 blk;
-            blk.d = ifd_f32_to_fp16((b & 1 ? -sd : sd) / SD_U4);
+            blk.d = d[b & 1];
             fill_bytes(r, blk.qs, sizeof blk.qs);
             memcpy(row + (size_t)b * sizeof blk, &blk, sizeof blk);
         }
         return;
+    }
     case GGML_TYPE_Q4_K:
         /* w = d*sc*q - dmin*m; sc = m in [16, 31] and dmin = 7.5 d give w = d*sc*(q - 7.5):
          * mean 0, sd d * sc * 4.61 (sc averages 23.5) */
@@ -314,12 +331,15 @@ int model_create_random(model **out, const char *shape, ggml_type type, uint64_t
         }
     }
     void *mem = NULL;
-    if (posix_memalign(&mem, 64, total ? total : 64)) {
+    /* 2 MiB aligned, and transparent huge pages asked for: page faults of a 16 GB
+     * allocation would otherwise cost as much as filling it */
+    if (posix_memalign(&mem, (size_t)1 << 21, total ? total : 64)) {
         rc = ifd_errf(err, err_bytes, IFD_ERR_NOMEM,
                       "model: cannot allocate %.2f GiB for the random %s weights",
                       (double)total / (1 << 30), tname);
         goto done;
     }
+    if (total >= ((size_t)1 << 21)) (void)madvise(mem, total & ~(((size_t)1 << 21) - 1), MADV_HUGEPAGE);
     m->synth_weights = mem;
     m->weight_bytes = total;
     size_t off = 0;
