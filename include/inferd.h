@@ -40,8 +40,28 @@ enum {
     INFERD_ERR_ABORTED = -11,
 };
 
+/* Where the engine computes (--device). AUTO: CUDA when a device is present, else CPU;
+ * EMU: the CUDA backend run on the CPU under the SIMT emulation (tests). */
+typedef enum inferd_device {
+    INFERD_DEVICE_AUTO = 0,
+    INFERD_DEVICE_CPU = 1,
+    INFERD_DEVICE_CUDA = 2,
+    INFERD_DEVICE_EMU = 3,
+} inferd_device;
+
 typedef struct inferd_engine_options {
-    const char *model_path;
+    const char *model_path;         /* GGUF file; ignored when random_weights is set */
+    /* A model built in memory instead of a file (benchmarks, tests; its output is
+     * noise): a shape preset ("tiny", "llama3-8b", "qwen2.5-1.5b"), weights of
+     * random_dtype ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"; NULL = "f32")
+     * drawn from random_seed, and a synthetic vocabulary (byte tokens + filler pieces). */
+    const char *random_weights;     /* NULL = load model_path */
+    const char *random_dtype;
+    uint64_t random_seed;
+    inferd_device device;           /* default INFERD_DEVICE_AUTO */
+    double gpu_memory_utilization;  /* CUDA: fraction of the device's free memory the
+                                       weights, activations and KV pool may take, (0, 1]
+                                       (default 0.90; 0 means the default) */
     int n_threads;                  /* CPU worker threads; 0 = all cores */
     int32_t block_size;             /* KV block size in tokens (default 16) */
     int64_t kv_cache_bytes;         /* KV pool budget in bytes; 0 = use kv_cache_fraction */

@@ -17,11 +17,35 @@
 
 #include "../model/model.h"
 
+/* Which backend: --device auto|cuda|cpu|emu. BACKEND_EMU is the CUDA backend with its
+ * kernels run on the CPU under the SIMT emulation (tests). BACKEND_AUTO is CUDA when a
+ * device is present, else CPU (backend_resolve_kind). */
+typedef enum backend_kind {
+    BACKEND_AUTO = 0,
+    BACKEND_CPU = 1,
+    BACKEND_CUDA = 2,
+    BACKEND_EMU = 3,
+} backend_kind;
+
+const char *backend_kind_name(backend_kind kind); /* "auto", "cpu", "cuda", "emu" */
+
+/* Element type of the KV cache. Only f32 today; the field exists so f16 can come. */
+typedef enum backend_kv_dtype {
+    BACKEND_KV_F32 = 0,
+} backend_kv_dtype;
+
+/* A slot_mapping entry that stores nothing: the token's K/V is not written to the KV
+ * cache (a decode batch padded to a size a CUDA graph was captured for). The row is
+ * computed like any other (its attention reads the cache as it is, keys 0..position
+ * through its block table, so its output means nothing); no other row sees it. */
+#define BACKEND_SLOT_NONE (-1)
+
 typedef struct ifd_batch {
     int32_t n_tokens;
     const int32_t *token_ids;    /* [n_tokens] all sequences' new tokens, concatenated */
     const int32_t *positions;    /* [n_tokens] position of each token in its sequence */
-    const int32_t *slot_mapping; /* [n_tokens] KV slot: block * block_size + offset */
+    const int32_t *slot_mapping; /* [n_tokens] KV slot: block * block_size + offset, or
+                                    BACKEND_SLOT_NONE (write nothing) */
     int32_t n_seqs;
     const int32_t *seq_start;    /* [n_seqs + 1] token range of sequence s: [seq_start[s], seq_start[s+1]) */
     const int32_t *context_len;  /* [n_seqs] tokens in the KV cache after this step */
@@ -40,17 +64,24 @@ typedef struct backend_config {
     int32_t max_logits;       /* most logits rows in one forward */
     int32_t max_seq_len;      /* longest sequence (positions < max_seq_len) */
     int reference;            /* CPU: use the plain C reference kernels */
+    backend_kv_dtype kv_dtype; /* KV cache element type */
+    /* KV sizing (backend_kv_budget; create ignores them) */
+    double kv_cache_fraction;      /* CPU: of MemAvailable, (0, 1] */
+    double gpu_memory_utilization; /* CUDA: of the device's free memory, (0, 1] */
 } backend_config;
 
 typedef struct backend backend;
 
 typedef struct backend_ops {
     const char *name;
-    /* Run one step. logits: [batch->n_logits][n_vocab] (host memory). */
+    /* Run one step. logits: [batch->n_logits][n_vocab] (host memory). IFD_OK or a
+     * negative status: the step failed (its requests fail, the backend stays usable
+     * unless the status says otherwise). */
     int (*forward)(backend *b, const ifd_batch *batch, float *logits);
-    /* Copy whole KV blocks src[i] -> dst[i] in every layer (copy-on-write). */
-    void (*copy_blocks)(backend *b, const int32_t *src, const int32_t *dst, int32_t n);
-    void (*destroy)(backend *b);
+    /* Copy whole KV blocks src[i] -> dst[i] in every layer (copy-on-write). IFD_OK or a
+     * negative status (the copies may be partly done: the destinations are garbage). */
+    int (*copy_blocks)(backend *b, const int32_t *src, const int32_t *dst, int32_t n);
+    void (*destroy)(backend *b); /* accepts a half-built backend */
 } backend_ops;
 
 struct backend {
@@ -59,14 +90,58 @@ struct backend {
     backend_config cfg;
 };
 
-/* Bytes of KV cache one block takes (all layers, K and V) on the CPU backend. */
-size_t backend_kv_block_bytes(const model *m, int32_t block_size);
+/* ---- the factory (backend.c) ------------------------------------------------------- */
+
+/* kind, or for BACKEND_AUTO: BACKEND_CUDA when backend_cuda_device_count() > 0, else
+ * BACKEND_CPU. */
+backend_kind backend_resolve_kind(backend_kind kind);
+
+/* Create a backend of kind (AUTO resolved as above) for m; the choice and the device
+ * name are logged. IFD_ERR_UNSUPPORTED (with a message) for CUDA / EMU in a build
+ * without the CUDA backend. m must outlive the backend. */
+int backend_create(backend **out, backend_kind kind, const model *m, const backend_config *cfg,
+                   char *err, size_t err_bytes);
+
+/* ---- memory queries and KV sizing, per kind (AUTO is resolved first) ----------------- */
+
+/* Bytes of KV cache one block takes (all layers, K and V) on a backend of kind. */
+size_t backend_kv_block_bytes(backend_kind kind, const model *m, int32_t block_size,
+                              backend_kv_dtype dtype);
+
+/* Bytes the KV pool may take on a backend of kind for model m under cfg (block_size,
+ * the batch limits, kv_cache_fraction, gpu_memory_utilization). CPU: kv_cache_fraction
+ * of /proc/meminfo's MemAvailable (0 when it cannot be read). CUDA / EMU: the device's
+ * free memory x gpu_memory_utilization, less the weights and the largest step's
+ * activations. Returns IFD_OK or a negative status with a message. */
+int backend_kv_budget(backend_kind kind, const model *m, const backend_config *cfg,
+                      int64_t *kv_bytes, char *err, size_t err_bytes);
+
+/* ---- the backends ---------------------------------------------------------------------- */
 
 int backend_cpu_create(backend **out, const model *m, const backend_config *cfg, char *err,
                        size_t err_bytes);
+/* CPU side of the KV budget: MemAvailable bytes (0 when unknown). */
+int64_t backend_cpu_mem_available(void);
+
+#ifdef INFERD_HAVE_CUDA_BACKEND
+/* src/backend/cuda/: emulated != 0 runs the kernels under the SIMT emulation. */
+int backend_cuda_create(backend **out, const model *m, const backend_config *cfg, int emulated,
+                        char *err, size_t err_bytes);
+/* Visible CUDA devices (0 when none or no driver). */
+int backend_cuda_device_count(void);
+/* Name of device 0 into buf (NUL-terminated); emulated: the emulation's name. */
+void backend_cuda_device_name(int emulated, char *buf, size_t cap);
+/* The CUDA side of backend_kv_budget (same contract). */
+int backend_cuda_kv_budget(const model *m, const backend_config *cfg, int emulated,
+                           int64_t *kv_bytes, char *err, size_t err_bytes);
+#endif
 
 static inline int backend_forward(backend *b, const ifd_batch *batch, float *logits) {
     return b->ops->forward(b, batch, logits);
+}
+static inline int backend_copy_blocks(backend *b, const int32_t *src, const int32_t *dst,
+                                      int32_t n) {
+    return b->ops->copy_blocks(b, src, dst, n);
 }
 static inline void backend_destroy(backend *b) {
     if (b) b->ops->destroy(b);

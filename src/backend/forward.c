@@ -39,8 +39,9 @@ void fwd_check_batch(const backend *b, const ifd_batch *bt) {
     for (int32_t s = 0; s < bt->n_seqs; s++) IFD_ASSERT(bt->seq_start[s] <= bt->seq_start[s + 1]);
     for (int32_t t = 0; t < T; t++) {
         IFD_ASSERT(bt->positions[t] >= 0 && bt->positions[t] < cfg->max_seq_len);
-        IFD_ASSERT(bt->slot_mapping[t] >= 0 &&
-                   bt->slot_mapping[t] < cfg->n_blocks * cfg->block_size);
+        IFD_ASSERT(bt->slot_mapping[t] == BACKEND_SLOT_NONE ||
+                   (bt->slot_mapping[t] >= 0 &&
+                    bt->slot_mapping[t] < cfg->n_blocks * cfg->block_size));
     }
     for (int32_t i = 0; i < bt->n_logits; i++)
         IFD_ASSERT(bt->logits_index[i] >= 0 && bt->logits_index[i] < T);

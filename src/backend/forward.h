@@ -64,7 +64,7 @@ typedef struct fwd_ops {
     int (*head_norm)(void *ctx, float *x, const float *w, int32_t n_rows, int32_t n, float eps);
     /* Rotate q ([T][n_heads][head_dim]) and k ([T][n_kv_heads][head_dim]) for token t
      * at bt->positions[t], then store k[t], v[t] in this layer's KV cache at
-     * bt->slot_mapping[t]. */
+     * bt->slot_mapping[t] (nothing for BACKEND_SLOT_NONE: q and k are still rotated). */
     int (*rope_store)(void *ctx, uint32_t layer, float *q, float *k, const float *v,
                       const ifd_batch *bt, const rope_params *rp);
     /* Causal attention of each sequence's query rows over this layer's KV cache (keys

@@ -83,9 +83,10 @@ int cli_bench(int argc, char **argv) {
     config_init(&c, CFG_CMD_BENCH);
     char err[512];
     int rc = config_load(&c, argc, argv, err, sizeof err);
-    if (rc || !c.model) {
+    if (rc || (!c.model && !c.random_weights)) {
         if (rc < 0) fprintf(stderr, "inferd bench: %s\n", err);
-        else if (!rc) fprintf(stderr, "inferd bench: -m FILE is required (see --help)\n");
+        else if (!rc)
+            fprintf(stderr, "inferd bench: -m FILE or --random-weights SHAPE is required (see --help)\n");
         server_config_deinit(&c);
         return rc > 0 ? 0 : 2;
     }

@@ -47,9 +47,10 @@ int cli_generate(int argc, char **argv) {
         server_config_deinit(&c);
         return rc > 0 ? 0 : 2;
     }
-    if (!c.model || !c.prompt || c.top_p <= 0) {
+    if ((!c.model && !c.random_weights) || !c.prompt || c.top_p <= 0) {
         fprintf(stderr, "inferd generate: %s (see --help)\n",
-                c.top_p <= 0 ? "--top-p must be > 0" : "-m FILE and -p TEXT are required");
+                c.top_p <= 0 ? "--top-p must be > 0"
+                             : "-m FILE (or --random-weights SHAPE) and -p TEXT are required");
         server_config_deinit(&c);
         return 2;
     }

@@ -38,6 +38,8 @@ void inferd_engine_options_default(inferd_engine_options *o) {
     o->max_step_ms = 100;
     o->enable_prefix_caching = true;
     o->threaded = true;
+    o->device = INFERD_DEVICE_AUTO;
+    o->gpu_memory_utilization = 0.90;
 }
 
 void inferd_sampling_default(inferd_sampling *s) {
@@ -49,19 +51,6 @@ void inferd_sampling_default(inferd_sampling *s) {
     s->n = 1;
     s->logprobs = -1;
     s->prompt_logprobs = -1;
-}
-
-/* ---- memory budget ------------------------------------------------------------------ */
-
-static int64_t mem_available_bytes(void) {
-    FILE *fp = fopen("/proc/meminfo", "r");
-    if (!fp) return 0;
-    char line[256];
-    long long kb = 0;
-    while (fgets(line, sizeof line, fp))
-        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
-    fclose(fp);
-    return (int64_t)kb * 1024;
 }
 
 /* ---- request / sequence lifetime ------------------------------------------------------ */
@@ -451,17 +440,35 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                          size_t err_bytes) {
     *out = NULL;
     if (err && err_bytes) err[0] = 0;
-    if (!o->model_path)
+    if (!o->model_path && !o->random_weights)
         return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "engine: no model path given");
     if (o->block_size < 1 || o->block_size > 1024 || o->max_num_seqs < 1 ||
         o->max_num_seqs > 4096 || o->max_num_batched_tokens < 1 ||
         o->max_num_batched_tokens > (1 << 20) || o->max_model_len < 0)
         return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "engine: invalid options");
+    if (!(o->gpu_memory_utilization >= 0 && o->gpu_memory_utilization <= 1)) /* 0: default */
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                        "engine: gpu_memory_utilization %g is not in (0, 1]",
+                        o->gpu_memory_utilization);
+    backend_kind kind;
+    switch (o->device) {
+    case INFERD_DEVICE_AUTO: kind = BACKEND_AUTO; break;
+    case INFERD_DEVICE_CPU: kind = BACKEND_CPU; break;
+    case INFERD_DEVICE_CUDA: kind = BACKEND_CUDA; break;
+    case INFERD_DEVICE_EMU: kind = BACKEND_EMU; break;
+    default: return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "engine: unknown device %d", (int)o->device);
+    }
+    /* AUTO resolved once for the sizing; backend_create resolves it the same way and logs
+     * what was asked for and what was chosen */
+    const backend_kind use = backend_resolve_kind(kind);
     inferd_engine *e = calloc(1, sizeof *e);
     if (!e) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
     e->opt = *o;
     pthread_mutex_init(&e->mu, NULL);
-    int rc = model_load(&e->m, o->model_path, err, err_bytes);
+    int rc = o->random_weights
+                 ? model_load_random(&e->m, o->random_weights, o->random_dtype ? o->random_dtype : "f32",
+                                     o->random_seed, o->n_threads, err, err_bytes)
+                 : model_load(&e->m, o->model_path, err, err_bytes);
     if (rc) goto fail;
     e->n_vocab = (int32_t)e->m->hp.n_vocab;
     e->max_model_len = (int32_t)e->m->hp.n_ctx_train;
@@ -471,13 +478,27 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     if (e->opt.max_num_batched_tokens < e->opt.max_num_seqs)
         e->opt.max_num_batched_tokens = e->opt.max_num_seqs;
 
-    /* KV pool from the memory budget */
-    const size_t block_bytes = backend_kv_block_bytes(e->m, bs);
+    /* logits rows: one per sequence, and every prompt token of a chunk for prompt
+     * logprobs, up to max_num_batched_tokens rows or 256 MiB of logits */
+    const int64_t rows_by_mem = ((int64_t)256 << 20) / ((int64_t)e->n_vocab * (int64_t)sizeof(float));
+    e->max_logits = (int32_t)IFD_MAX((int64_t)e->opt.max_num_seqs,
+                                     IFD_MIN((int64_t)e->opt.max_num_batched_tokens, rows_by_mem));
+    backend_config bc = {.n_threads = o->n_threads,
+                         .block_size = bs,
+                         .max_batch_tokens = e->opt.max_num_batched_tokens,
+                         .max_batch_seqs = e->opt.max_num_seqs,
+                         .max_logits = e->max_logits,
+                         .max_seq_len = e->max_model_len,
+                         .reference = o->reference_kernels,
+                         .kv_dtype = BACKEND_KV_F32,
+                         .kv_cache_fraction = o->kv_cache_fraction,
+                         .gpu_memory_utilization =
+                             o->gpu_memory_utilization > 0 ? o->gpu_memory_utilization : 0.90};
+
+    /* KV pool from the memory budget (the backend's: free host or device memory) */
+    const size_t block_bytes = backend_kv_block_bytes(use, e->m, bs, bc.kv_dtype);
     int64_t budget = o->kv_cache_bytes;
-    if (budget <= 0) {
-        double frac = o->kv_cache_fraction > 0 && o->kv_cache_fraction <= 1 ? o->kv_cache_fraction : 0.25;
-        budget = (int64_t)(frac * (double)mem_available_bytes());
-    }
+    if (budget <= 0 && (rc = backend_kv_budget(use, e->m, &bc, &budget, err, err_bytes))) goto fail;
     int64_t n_blocks = budget / (int64_t)block_bytes;
     const int64_t useful = (int64_t)e->max_blocks_per_seq * e->opt.max_num_seqs * 4;
     if (n_blocks > useful) n_blocks = useful;
@@ -500,20 +521,9 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                      "of %lld bytes holds %lld blocks of %d tokens",
                      was, e->max_model_len, (long long)budget, (long long)n_blocks, bs);
     }
-    /* logits rows: one per sequence, and every prompt token of a chunk for prompt
-     * logprobs, up to max_num_batched_tokens rows or 256 MiB of logits */
-    const int64_t rows_by_mem = ((int64_t)256 << 20) / ((int64_t)e->n_vocab * (int64_t)sizeof(float));
-    e->max_logits = (int32_t)IFD_MAX((int64_t)e->opt.max_num_seqs,
-                                     IFD_MIN((int64_t)e->opt.max_num_batched_tokens, rows_by_mem));
-    backend_config bc = {.n_threads = o->n_threads,
-                         .block_size = bs,
-                         .n_blocks = (int32_t)n_blocks,
-                         .max_batch_tokens = e->opt.max_num_batched_tokens,
-                         .max_batch_seqs = e->opt.max_num_seqs,
-                         .max_logits = e->max_logits,
-                         .max_seq_len = e->max_model_len,
-                         .reference = o->reference_kernels};
-    if ((rc = backend_cpu_create(&e->be, e->m, &bc, err, err_bytes))) goto fail;
+    bc.n_blocks = (int32_t)n_blocks;
+    bc.max_seq_len = e->max_model_len; /* after the clamp above */
+    if ((rc = backend_create(&e->be, kind, e->m, &bc, err, err_bytes))) goto fail;
     if ((rc = kv_create(&e->kv, (int32_t)n_blocks, bs, e->max_blocks_per_seq,
                         o->enable_prefix_caching))) {
         ifd_errf(err, err_bytes, rc, "engine: cannot create the KV block manager");

@@ -1,5 +1,7 @@
 /* runner.c — flatten the step plan into the backend's batch descriptor and run one
- * forward (engine thread only). Pending copy-on-write block copies are applied first. */
+ * forward (engine thread only). Pending copy-on-write block copies are applied first;
+ * a failed copy or forward returns its status and the engine fails the step's
+ * sequences (engine.c). */
 #include <string.h>
 
 #include "../util/common.h"
@@ -9,8 +11,12 @@ int runner_execute(inferd_engine *e) {
     const sched_plan *p = e->plan;
     if (p->n_seqs == 0) return IFD_OK;
     int32_t n_copies;
-    while ((n_copies = kv_take_copies(e->kv, e->copy_src, e->copy_dst, e->opt.max_num_seqs)) > 0)
-        e->be->ops->copy_blocks(e->be, e->copy_src, e->copy_dst, n_copies);
+    while ((n_copies = kv_take_copies(e->kv, e->copy_src, e->copy_dst, e->opt.max_num_seqs)) > 0) {
+        /* a failed copy leaves a scheduled sequence's block wrong: the step fails (its
+         * sequences end with an error, the caller's rule for any backend failure) */
+        const int rc = backend_copy_blocks(e->be, e->copy_src, e->copy_dst, n_copies);
+        if (rc != IFD_OK) return rc;
+    }
 
     const int32_t mb = e->max_blocks_per_seq;
     int32_t t = 0;

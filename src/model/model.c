@@ -293,6 +293,7 @@ void model_destroy(model *m) {
     free(m->chat_template);
     free(m->layers);
     free(m->vec_pool);
+    free(m->synth_weights);
     gguf_close(&m->gguf);
     free(m);
 }

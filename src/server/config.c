@@ -24,6 +24,7 @@ typedef enum cfg_type {
     CFG_INT,
     CFG_SIZE,  /* int64 with an optional K/M/G/T suffix */
     CFG_FLOAT,
+    CFG_FRACTION, /* a double in (0, 1] (lo and hi unused) */
     CFG_BOOL,
     CFG_ENUM,  /* int64 index into choices */
     CFG_U64,   /* exact decimal uint64 (seeds) */
@@ -73,6 +74,20 @@ static const cfg_opt OPTS[] = {
     {"max-step-ms", NULL, E, CFG_FLOAT, O(max_step_ms), "100", 0, 600000, NULL,
      false, "a step that mixes prefill with decodes is sized to take at most this long (decode "
             "stall bound, from the measured cost per token; 0 = only max-num-batched-tokens)"},
+    {"device", NULL, E, CFG_ENUM, O(device), "auto", 0, 0, "auto|cuda|cpu|emu", false,
+     "where the model runs: auto = CUDA when a GPU is present, else the CPU; emu = the CUDA "
+     "backend with its kernels under the CPU's SIMT emulation (tests)"},
+    {"gpu-memory-utilization", NULL, E, CFG_FRACTION, O(gpu_memory_utilization), "0.90", 0, 1, NULL,
+     false, "CUDA: fraction of the GPU's free memory for the weights, the activations and the "
+            "KV cache (the KV pool gets what the other two leave)"},
+    {"random-weights", NULL, E, CFG_ENUM, O(random_weights), "none", 0, 0,
+     "none|tiny|llama3-8b|qwen2.5-1.5b", false,
+     "instead of -m FILE, build a model of this shape in memory with seeded random weights "
+     "and a synthetic vocabulary (benchmarks, tests): its output is noise"},
+    {"dtype", NULL, E, CFG_ENUM, O(random_dtype), "bf16", 0, 0, "f32|f16|bf16|q8_0|q4_0|q4_k|q6_k",
+     false, "weight type of --random-weights"},
+    {"random-weights-seed", NULL, E, CFG_U64, O(random_seed), "0", 0, 0, NULL, false,
+     "seed of --random-weights (the same seed gives the same weights)"},
     /* ---- serve ---- */
     {"served-model-name", NULL, S, CFG_STR, O(served_model_name), NULL, 0, 0, NULL, false,
      "model name(s) the API answers to, comma-separated (default: the file's base name, with and without .gguf)"},
@@ -198,7 +213,7 @@ static const cfg_cmd_spec CMDS[] = {
      "One completion through the engine API, printed as it is generated (UTF-8 safe,\n"
      "stop strings held back), or with --ids the generated token ids on one line.",
      {"max-num-seqs=1", "kv-cache-fraction=0.05", NULL}},
-    {CFG_CMD_BENCH, "bench", "inferd bench -m FILE [options]",
+    {CFG_CMD_BENCH, "bench", "inferd bench (-m FILE | --random-weights SHAPE [--dtype TYPE]) [options]",
      "Offline throughput: random prompts (normal vocabulary tokens), ignore_eos, output\n"
      "lengths drawn from a range, run through the threaded engine. Prints a table and,\n"
      "as the last line, one JSON object with the figures.",
@@ -319,7 +334,8 @@ static int opt_set(server_config *c, const cfg_opt *o, const char *v, char *err,
     }
     case CFG_INT:
     case CFG_SIZE:
-    case CFG_FLOAT: {
+    case CFG_FLOAT:
+    case CFG_FRACTION: {
         errno = 0;
         double d = strtod(v, &end);
         if (end == v || errno == ERANGE || !isfinite(d))
@@ -340,12 +356,15 @@ static int opt_set(server_config *c, const cfg_opt *o, const char *v, char *err,
             if (toupper((unsigned char)*end) == 'B') end++;
         }
         if (*end) return ifd_errf(err, eb, IFD_ERR_INVALID, "--%s: not a number", o->name);
-        if (o->type != CFG_FLOAT && d != floor(d))
+        const bool is_float = o->type == CFG_FLOAT || o->type == CFG_FRACTION;
+        if (!is_float && d != floor(d))
             return ifd_errf(err, eb, IFD_ERR_INVALID, "--%s: expected an integer", o->name);
-        if (d < o->lo || d > o->hi)
+        if (o->type == CFG_FRACTION && !(d > 0 && d <= 1))
+            return ifd_errf(err, eb, IFD_ERR_INVALID, "--%s: out of range (0, 1]", o->name);
+        if (o->type != CFG_FRACTION && (d < o->lo || d > o->hi))
             return ifd_errf(err, eb, IFD_ERR_INVALID, "--%s: out of range [%.17g, %.17g]", o->name,
                             o->lo, o->hi);
-        if (o->type == CFG_FLOAT)
+        if (is_float)
             *(double *)p = d;
         else
             *(int64_t *)p = (int64_t)d;
@@ -428,6 +447,16 @@ void config_engine_options(const server_config *c, inferd_engine_options *o) {
     o->max_model_len = (int32_t)c->max_model_len;
     o->enable_prefix_caching = c->enable_prefix_caching;
     o->reference_kernels = c->reference_kernels;
+    /* the CFG_ENUM choices of device, random-weights and dtype, in table order */
+    static const inferd_device DEVICES[] = {INFERD_DEVICE_AUTO, INFERD_DEVICE_CUDA, INFERD_DEVICE_CPU,
+                                            INFERD_DEVICE_EMU};
+    static const char *const SHAPES[] = {NULL, "tiny", "llama3-8b", "qwen2.5-1.5b"};
+    static const char *const DTYPES[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"};
+    o->device = DEVICES[c->device];
+    o->gpu_memory_utilization = c->gpu_memory_utilization;
+    o->random_weights = SHAPES[c->random_weights];
+    o->random_dtype = DTYPES[c->random_dtype];
+    o->random_seed = c->random_seed;
 }
 
 static int load_file(server_config *c, const char *path, char *err, size_t eb) {
@@ -570,7 +599,7 @@ void config_help(cfg_cmd cmd, FILE *fp) {
             if (!(o->cmds & cmd) || (o->cmds == CFG_ENGINE) != (pass == 0)) continue;
             const char *meta = o->type == CFG_STR || o->type == CFG_LIST ? " STR"
                                : o->type == CFG_BOOL                     ? ""
-                               : o->type == CFG_FLOAT                    ? " X"
+                               : o->type == CFG_FLOAT || o->type == CFG_FRACTION ? " X"
                                : o->type == CFG_SIZE                     ? " BYTES"
                                : o->type == CFG_ENUM                     ? " MODE"
                                : o->type == CFG_RANGE                    ? " A:B"
@@ -625,7 +654,8 @@ char *server_config_effective_json(const server_config *c) {
             break;
         }
         case CFG_BOOL: sbuf_puts(&b, *(const bool *)p ? "true" : "false"); break;
-        case CFG_FLOAT: sbuf_json_num(&b, *(const double *)p); break;
+        case CFG_FLOAT:
+        case CFG_FRACTION: sbuf_json_num(&b, *(const double *)p); break;
         case CFG_INT:
         case CFG_SIZE: sbuf_printf(&b, "%lld", (long long)*(const int64_t *)p); break;
         case CFG_U64: sbuf_printf(&b, "%llu", (unsigned long long)*(const uint64_t *)p); break;

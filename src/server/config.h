@@ -91,6 +91,11 @@ typedef struct server_config {
     int64_t max_model_len;
     bool enable_prefix_caching;
     bool reference_kernels;
+    int64_t device;                /* auto|cuda|cpu|emu (config_engine_options maps it) */
+    double gpu_memory_utilization; /* (0, 1] */
+    int64_t random_weights;        /* none|tiny|llama3-8b|qwen2.5-1.5b */
+    int64_t random_dtype;          /* f32|f16|bf16|q8_0|q4_0|q4_k|q6_k */
+    uint64_t random_seed;
     /* logging */
     bool log_requests;
     bool log_prompts;
@@ -130,8 +135,8 @@ int server_config_load(server_config *c, int argc, char **argv, char *err, size_
 /* Was the option (by name) given, rather than left at its default? */
 bool config_given(const server_config *c, const char *name);
 
-/* The engine options the table holds (model ... max-step-ms) into o; threaded is
- * left as o has it (the caller decides). */
+/* The engine options the table holds (model ... random-weights-seed) into o; threaded
+ * is left as o has it (the caller decides). */
 void config_engine_options(const server_config *c, inferd_engine_options *o);
 
 void config_help(cfg_cmd cmd, FILE *fp);

@@ -54,6 +54,14 @@ static int set_names(server *s, char *err, size_t eb) {
             p += n + (c ? 1 : 0);
         }
     }
+    if (!s->n_names && s->cfg.random_weights) { /* the in-memory model's name */
+        inferd_engine_options o;
+        inferd_engine_options_default(&o);
+        config_engine_options(&s->cfg, &o);
+        char name[128];
+        snprintf(name, sizeof name, "random-%s-%s", o.random_weights, o.random_dtype);
+        add_name(s, name, strlen(name));
+    }
     if (!s->n_names) {
         const char *path = s->cfg.model;
         const char *base = strrchr(path, '/');
@@ -168,7 +176,7 @@ int server_main(int argc, char **argv) {
         server_deinit(s);
         return rc > 0 ? 0 : 2;
     }
-    if (!s->cfg.model && !(s->cfg.model = default_model_path())) {
+    if (!s->cfg.model && !s->cfg.random_weights && !(s->cfg.model = default_model_path())) {
         fprintf(stderr, "inferd serve: no model: give -m FILE (or INFERD_MODEL / \"model\" in --config), "
                         "or fetch the default one with scripts/fetch_default_model.sh\n");
         server_deinit(s);

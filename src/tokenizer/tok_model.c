@@ -1,4 +1,5 @@
-/* tok_model.c — model_load: a model file opened with its vocabulary attached.
+/* tok_model.c — model_load: a model file opened with its vocabulary attached; and
+ * model_load_random: a model built in memory with the synthetic vocabulary.
  *
  * Lives in the tokenizer room because the arrow runs tokenizer -> model (the
  * vocabulary is read from the model's GGUF file); the model room itself never calls
@@ -27,4 +28,23 @@ int model_load(model **out, const char *path, char *err, size_t err_bytes) {
 fail:
     model_destroy(m);
     return rc;
+}
+
+int model_load_random(model **out, const char *shape, const char *dtype, uint64_t seed,
+                      int n_threads, char *err, size_t err_bytes) {
+    *out = NULL;
+    ggml_type t;
+    if (model_random_dtype(dtype, &t))
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "--dtype '%s': expected one of %s",
+                        dtype, model_random_dtypes());
+    model *m = NULL;
+    int rc = model_create_random(&m, shape, t, seed, n_threads, err, err_bytes);
+    if (rc) return rc;
+    if ((rc = tok_create_synthetic(&m->tok, (int32_t)m->hp.n_vocab, err, err_bytes))) {
+        model_destroy(m);
+        return rc;
+    }
+    m->tok_free = tok_destroy;
+    *out = m;
+    return IFD_OK;
 }

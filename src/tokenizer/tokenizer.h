@@ -61,6 +61,16 @@ void tok_destroy(tokenizer *t); /* accepts NULL */
 struct model;
 int model_load(struct model **out, const char *path, char *err, size_t err_bytes);
 
+/* A model built in memory (tok_synth.c): model_create_random (../model/model.h) of shape
+ * with --dtype name dtype ("f32" ... "q6_k"), seed and n_threads, with the synthetic
+ * vocabulary of tok_create_synthetic attached. Free with model_destroy. */
+int model_load_random(struct model **out, const char *shape, const char *dtype, uint64_t seed,
+                      int n_threads, char *err, size_t err_bytes);
+/* The synthetic SentencePiece vocabulary of n_vocab (259 .. 2^24) tokens: <unk> 0,
+ * <s> 1 (BOS), </s> 2 (EOS), byte tokens 3..258, then filler pieces ("▁", "▁a", ...,
+ * "a", ..., "▁aa", ...). Any text encodes (byte fallback). */
+int tok_create_synthetic(tokenizer **out, int32_t n_vocab, char *err, size_t err_bytes);
+
 /* Encode n bytes of text (need not be valid UTF-8: invalid bytes are encoded as
  * byte tokens / U+FFFD the way llama.cpp does). *ids is malloc'ed (also when there are
  * no ids); caller frees. IFD_ERR_LIMIT above 256 MiB of text. The flags together give

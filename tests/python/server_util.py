@@ -34,13 +34,14 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, *args: str, model: Path | str = MODEL, env: dict | None = None,
+    def __init__(self, *args: str, model: Path | str | None = MODEL, env: dict | None = None,
                  ready_timeout: float = 60.0):
+        """model=None: no -m (e.g. with --random-weights)."""
         self.port = free_port()
         self.host = "127.0.0.1"
         self.logf = tempfile.NamedTemporaryFile(prefix="inferd-serve-", suffix=".log", delete=False)
-        cmd = [str(inferd_bin()), "serve", "-m", str(model), "--host", self.host,
-               "--port", str(self.port), *args]
+        cmd = [str(inferd_bin()), "serve", *(["-m", str(model)] if model is not None else []),
+               "--host", self.host, "--port", str(self.port), *args]
         e = dict(os.environ)
         e.update(env or {})
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, env=e)

@@ -151,7 +151,9 @@ static void test_help(void) {
     char *s = help_of(CFG_CMD_SERVE), *g = help_of(CFG_CMD_GENERATE), *b = help_of(CFG_CMD_BENCH);
     const char *engine[] = {"--model STR", "--threads N", "--max-num-seqs N", "--max-num-batched-tokens N",
                             "--kv-cache-memory BYTES", "--kv-cache-fraction X", "--block-size N",
-                            "--max-model-len N", "--enable-prefix-caching", "--reference-kernels", "--max-step-ms X"};
+                            "--max-model-len N", "--enable-prefix-caching", "--reference-kernels", "--max-step-ms X",
+                            "--device MODE", "--gpu-memory-utilization X", "--random-weights MODE",
+                            "--dtype MODE", "noise"};
     for (size_t i = 0; i < IFD_ARRAY_LEN(engine); i++)
         CHECKF(strstr(s, engine[i]) && strstr(g, engine[i]) && strstr(b, engine[i]), "%s", engine[i]);
     CHECK(strstr(g, "--prompt STR") && strstr(g, "--n-predict N") && strstr(g, "--stop STR") && !strstr(g, "--port"));
@@ -164,5 +166,103 @@ static void test_help(void) {
     free(b);
 }
 
+/* --device and --gpu-memory-utilization: in every command, into the engine options,
+ * bad values refused with a message naming the option and what it takes */
+static void test_device_options(void) {
+    const cfg_cmd cmds[] = {CFG_CMD_SERVE, CFG_CMD_GENERATE, CFG_CMD_BENCH};
+    const char *names[] = {"auto", "cuda", "cpu", "emu"};
+    const inferd_device want[] = {INFERD_DEVICE_AUTO, INFERD_DEVICE_CUDA, INFERD_DEVICE_CPU,
+                                  INFERD_DEVICE_EMU};
+    for (int i = 0; i < 3; i++) {
+        server_config c;
+        char err[256] = "";
+        inferd_engine_options o;
+        /* defaults: auto, 0.90 */
+        CHECK(load(&c, cmds[i], (char *[]){"x"}, 1, err) == 0);
+        inferd_engine_options_default(&o);
+        o.device = INFERD_DEVICE_EMU;
+        o.gpu_memory_utilization = 0.5;
+        config_engine_options(&c, &o);
+        CHECK(o.device == INFERD_DEVICE_AUTO && o.gpu_memory_utilization == 0.90);
+        server_config_deinit(&c);
+        for (int d = 0; d < 4; d++) {
+            char *argv[] = {"x", "--device", (char *)names[d], "--gpu-memory-utilization=0.5"};
+            CHECKF(load(&c, cmds[i], argv, 4, err) == 0, "%s", err);
+            config_engine_options(&c, &o);
+            CHECKF(o.device == want[d] && o.gpu_memory_utilization == 0.5, "cmd %d --device %s", i, names[d]);
+            server_config_deinit(&c);
+        }
+        /* 1 is allowed, (0, 1] only */
+        CHECK(load(&c, cmds[i], (char *[]){"x", "--gpu-memory-utilization", "1"}, 3, err) == 0);
+        server_config_deinit(&c);
+        const char *bad_util[] = {"0", "-0.5", "1.01", "nan", "lots"};
+        for (size_t k = 0; k < IFD_ARRAY_LEN(bad_util); k++) {
+            err[0] = 0;
+            char *argv[] = {"x", "--gpu-memory-utilization", (char *)bad_util[k]};
+            CHECKF(load(&c, cmds[i], argv, 3, err) < 0, "%s accepted", bad_util[k]);
+            CHECKF(strstr(err, "--gpu-memory-utilization") &&
+                       (strstr(err, "(0, 1]") || strstr(err, "not a number")),
+                   "'%s': %s", bad_util[k], err);
+            server_config_deinit(&c);
+        }
+        const char *bad_dev[] = {"gpu", "CUDA", "", "cpu,cuda"};
+        for (size_t k = 0; k < IFD_ARRAY_LEN(bad_dev); k++) {
+            err[0] = 0;
+            char *argv[] = {"x", "--device", (char *)bad_dev[k]};
+            CHECKF(load(&c, cmds[i], argv, 3, err) < 0, "'%s' accepted", bad_dev[k]);
+            CHECKF(strstr(err, "--device") && strstr(err, "auto|cuda|cpu|emu"), "'%s': %s", bad_dev[k], err);
+            server_config_deinit(&c);
+        }
+    }
+    /* serve: from the environment and the config file too */
+    server_config c;
+    char err[256] = "";
+    setenv("INFERD_DEVICE", "cpu", 1);
+    setenv("INFERD_GPU_MEMORY_UTILIZATION", "0.25", 1);
+    CHECKF(load(&c, CFG_CMD_SERVE, (char *[]){"serve"}, 1, err) == 0, "%s", err);
+    CHECK(c.device == 2 && c.gpu_memory_utilization == 0.25);
+    server_config_deinit(&c);
+    setenv("INFERD_GPU_MEMORY_UTILIZATION", "0", 1);
+    CHECK(load(&c, CFG_CMD_SERVE, (char *[]){"serve"}, 1, err) < 0 && strstr(err, "INFERD_GPU_MEMORY_UTILIZATION"));
+    server_config_deinit(&c);
+    unsetenv("INFERD_DEVICE");
+    unsetenv("INFERD_GPU_MEMORY_UTILIZATION");
+}
+
+/* --random-weights SHAPE --dtype TYPE --random-weights-seed N into the engine options */
+static void test_random_weights_options(void) {
+    const cfg_cmd cmds[] = {CFG_CMD_SERVE, CFG_CMD_GENERATE, CFG_CMD_BENCH};
+    for (int i = 0; i < 3; i++) {
+        server_config c;
+        char err[256] = "";
+        inferd_engine_options o;
+        CHECK(load(&c, cmds[i], (char *[]){"x"}, 1, err) == 0);
+        inferd_engine_options_default(&o);
+        config_engine_options(&c, &o);
+        CHECK(o.random_weights == NULL && o.random_dtype && !strcmp(o.random_dtype, "bf16"));
+        server_config_deinit(&c);
+        const char *shapes[] = {"tiny", "llama3-8b", "qwen2.5-1.5b"};
+        const char *dtypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"};
+        for (int k = 0; k < 7; k++) {
+            char *argv[] = {"x", "--random-weights", (char *)shapes[k % 3], "--dtype", (char *)dtypes[k],
+                            "--random-weights-seed", "123"};
+            CHECKF(load(&c, cmds[i], argv, 7, err) == 0, "%s", err);
+            config_engine_options(&c, &o);
+            CHECK(o.random_weights && !strcmp(o.random_weights, shapes[k % 3]));
+            CHECK(!strcmp(o.random_dtype, dtypes[k]) && o.random_seed == 123);
+            server_config_deinit(&c);
+        }
+        err[0] = 0;
+        CHECK(load(&c, cmds[i], (char *[]){"x", "--random-weights", "llama-70b"}, 3, err) < 0);
+        CHECKF(strstr(err, "--random-weights") && strstr(err, "tiny"), "%s", err);
+        server_config_deinit(&c);
+        err[0] = 0;
+        CHECK(load(&c, cmds[i], (char *[]){"x", "--dtype", "q5_0"}, 3, err) < 0);
+        CHECKF(strstr(err, "--dtype") && strstr(err, "q4_k"), "%s", err);
+        server_config_deinit(&c);
+    }
+}
+
 TEST_MAIN(T(test_shared_engine_options), T(test_command_options), T(test_generate_options),
-          T(test_bench_options), T(test_env_and_file_are_serve_only), T(test_help))
+          T(test_bench_options), T(test_env_and_file_are_serve_only), T(test_help), T(test_device_options),
+          T(test_random_weights_options))

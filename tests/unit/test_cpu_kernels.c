@@ -403,7 +403,7 @@ static backend *make_backend(const model *m, int reference) {
                           .reference = reference};
     backend *b = NULL;
     char err[256];
-    if (backend_cpu_create(&b, m, &cfg, err, sizeof err)) fprintf(stderr, "  %s\n", err);
+    if (backend_create(&b, BACKEND_CPU, m, &cfg, err, sizeof err)) fprintf(stderr, "  %s\n", err);
     return b;
 }
 
@@ -514,7 +514,7 @@ static void test_logits_rows(void) {
                                   .max_logits = 2 * TMAX, .max_seq_len = 128,
                                   .reference = reference};
             backend *b = NULL;
-            CHECKF(backend_cpu_create(&b, m, &cfg, err, sizeof err) == IFD_OK, "%s", err);
+            CHECKF(backend_create(&b, BACKEND_CPU, m, &cfg, err, sizeof err) == IFD_OK, "%s", err);
             if (!b) continue;
             /* seq 0: 30 tokens at 0..29, seq 1: 17 tokens at 5..21 (blocks 8..) */
             int32_t ids[TMAX], pos[TMAX], slot[TMAX], lidx[2 * TMAX], ss[3] = {0, 30, 47}, ctx[2] = {30, 22};

@@ -93,7 +93,7 @@ static int64_t block_bytes(int32_t bs) {
     char err[256];
     inferd_engine *e = engine_new(&o, err, sizeof err);
     if (!e) return 0;
-    int64_t b = (int64_t)backend_kv_block_bytes(inferd_model(e), bs);
+    int64_t b = (int64_t)backend_kv_block_bytes(BACKEND_CPU, inferd_model(e), bs, BACKEND_KV_F32);
     inferd_engine_destroy(e);
     return b;
 }

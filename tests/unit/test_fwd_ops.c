@@ -55,9 +55,9 @@ static void test_tables(void) {
                           .max_batch_seqs = 2, .max_logits = T, .max_seq_len = 64};
     backend *rb = NULL, *fb = NULL;
     cfg.reference = 1;
-    CHECK(backend_cpu_create(&rb, m, &cfg, err, sizeof err) == IFD_OK);
+    CHECK(backend_create(&rb, BACKEND_CPU, m, &cfg, err, sizeof err) == IFD_OK);
     cfg.reference = 0;
-    CHECK(backend_cpu_create(&fb, m, &cfg, err, sizeof err) == IFD_OK);
+    CHECK(backend_create(&fb, BACKEND_CPU, m, &cfg, err, sizeof err) == IFD_OK);
     if (!rb || !fb) goto out;
     cpu_backend *R = (cpu_backend *)rb, *F = (cpu_backend *)fb;
     const fwd_ops *ro = &cpu_fwd_ref, *fo = &cpu_fwd_fast;

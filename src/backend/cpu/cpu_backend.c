@@ -9,15 +9,22 @@
  * on its batch-mates or on how its prompt was chunked.
  *
  * Driven by one thread (the engine's). forward() allocates nothing. */
+#include <stdio.h>
 #include <string.h>
 
 #include "../../model/quant.h"
 #include "../../util/common.h"
 #include "cpu_backend.h"
 
-size_t backend_kv_block_bytes(const model *m, int32_t block_size) {
-    return (size_t)2 * m->hp.n_layers * (size_t)block_size * m->hp.n_kv_heads * m->hp.head_dim *
-           sizeof(float);
+int64_t backend_cpu_mem_available(void) {
+    FILE *fp = fopen("/proc/meminfo", "r");
+    if (!fp) return 0;
+    char line[256];
+    long long kb = 0;
+    while (fgets(line, sizeof line, fp))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(fp);
+    return (int64_t)kb * 1024;
 }
 
 float *cpu_kv_k(cpu_backend *cb, uint32_t layer) {
@@ -56,10 +63,13 @@ static int cpu_forward(backend *b, const ifd_batch *bt, float *logits) {
     return fwd_run(cb->fwd, cb, b, &cb->buf, bt, logits);
 }
 
-static void cpu_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, int32_t n) {
+static int cpu_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, int32_t n) {
     cpu_backend *cb = (cpu_backend *)b;
     const model_hparams *hp = &b->m->hp;
     const size_t block_floats = (size_t)b->cfg.block_size * hp->n_kv_heads * hp->head_dim;
+    for (int32_t i = 0; i < n; i++) /* block ids come from the engine's KV manager */
+        IFD_ASSERT(src[i] >= 0 && src[i] < b->cfg.n_blocks && dst[i] >= 0 &&
+                   dst[i] < b->cfg.n_blocks);
     for (uint32_t l = 0; l < hp->n_layers; l++)
         for (int32_t i = 0; i < n; i++) {
             float *K = cpu_kv_k(cb, l), *V = cpu_kv_v(cb, l);
@@ -68,6 +78,7 @@ static void cpu_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, 
             memcpy(V + (size_t)dst[i] * block_floats, V + (size_t)src[i] * block_floats,
                    block_floats * sizeof(float));
         }
+    return IFD_OK;
 }
 
 static void cpu_destroy(backend *b) {

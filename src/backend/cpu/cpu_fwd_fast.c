@@ -104,6 +104,7 @@ static void rope_store_task(void *p, int32_t task, int32_t n_tasks, int32_t thre
         const float *cs = j->cb->rope_cs + (size_t)t * half * 2;
         op_rope_apply(j->q + (size_t)t * q_dim, (int32_t)hp->n_heads, cs, j->rp);
         op_rope_apply(kt, (int32_t)hp->n_kv_heads, cs, j->rp);
+        if (j->bt->slot_mapping[t] == BACKEND_SLOT_NONE) continue; /* a padding row */
         const size_t slot = (size_t)j->bt->slot_mapping[t];
         memcpy(j->K + slot * kv_dim, kt, kv_dim * sizeof(float));
         memcpy(j->V + slot * kv_dim, j->v + (size_t)t * kv_dim, kv_dim * sizeof(float));

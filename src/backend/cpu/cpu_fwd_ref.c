@@ -46,6 +46,7 @@ static int ref_rope_store(void *ctx, uint32_t layer, float *q, float *k, const f
         float *kt = k + (size_t)t * kv_dim;
         op_rope_ref(q + (size_t)t * q_dim, (int32_t)hp->n_heads, bt->positions[t], rp);
         op_rope_ref(kt, (int32_t)hp->n_kv_heads, bt->positions[t], rp);
+        if (bt->slot_mapping[t] == BACKEND_SLOT_NONE) continue; /* a padding row */
         const size_t slot = (size_t)bt->slot_mapping[t];
         memcpy(K + slot * kv_dim, kt, kv_dim * sizeof(float));
         memcpy(V + slot * kv_dim, v + (size_t)t * kv_dim, kv_dim * sizeof(float));
