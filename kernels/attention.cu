@@ -76,6 +76,28 @@ __device__ __forceinline__ int att_n_keys(const att_params &a, int t) {
     return min(max(a.pos[t] + 1, 0), a.mbps * a.block_size);
 }
 
+/* float4 loads per thread for one K (and one V) tile */
+#define ATT_NLD(DPL) (ATT_KEY_TILE * 32 * (DPL) / 4 / ATT_THREADS)
+
+/* This thread's part of the K/V tile of keys [kt, kt + ATT_KEY_TILE) (zeros at keys >= k_end,
+ * whose block-table entries are not read). */
+template <int DPL>
+__device__ __forceinline__ void att_load_tile(const att_params &a, int seq, int kvh, int kt, int k_end,
+                                              int tid, float4 *kx, float4 *vx) {
+    constexpr int HD = 32 * DPL;
+    ATT_UNROLL
+    for (int it = 0; it < ATT_NLD(DPL); it++) {
+        const int i = tid + it * ATT_THREADS, j = i / (HD / 4), c = i % (HD / 4), key = kt + j;
+        kx[it] = vx[it] = float4{0.f, 0.f, 0.f, 0.f};
+        if (key < k_end) {
+            const int blk = a.block_table[(size_t)seq * a.mbps + key / a.block_size];
+            const size_t off = (((size_t)blk * a.block_size + key % a.block_size) * a.n_kv + kvh) * HD;
+            kx[it] = __ldg(reinterpret_cast<const float4 *>(a.k + off) + c);
+            vx[it] = __ldg(reinterpret_cast<const float4 *>(a.v + off) + c);
+        }
+    }
+}
+
 /* grid (n_kv, tiles or partitions, n_seqs), ATT_THREADS threads. split = 0: blockIdx.y is
  * a tile of ATT_ROWS rows of a non-split sequence, all partitions folded here, out
  * written. split = 1: blockIdx.y is a partition of a split sequence, partials written. */
@@ -100,8 +122,9 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(att_params a, int spl
         const int gr = r0 + tid;
         nk_s[tid] = gr < rows ? att_n_keys(a, t0 + gr / a.group) : 0;
     }
-    for (int i = tid; i < ATT_ROWS * HD / 4; i += ATT_THREADS) {
-        const int r = i / (HD / 4), c = i % (HD / 4), gr = r0 + r;
+    ATT_UNROLL
+    for (int it = 0; it < ATT_ROWS * HD / 4 / ATT_THREADS; it++) {
+        const int i = tid + it * ATT_THREADS, r = i / (HD / 4), c = i % (HD / 4), gr = r0 + r;
         float4 x = {0.f, 0.f, 0.f, 0.f};
         if (gr < rows) {
             const size_t tok = (size_t)(t0 + gr / a.group);
@@ -119,75 +142,76 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(att_params a, int spl
 
     int nk_r[ATT_RPW];
     float M[ATT_RPW], L[ATT_RPW], O[ATT_RPW][DPL];
+    float m[ATT_RPW], l[ATT_RPW], acc[ATT_RPW][DPL];
     ATT_UNROLL
     for (int i = 0; i < ATT_RPW; i++) {
         nk_r[i] = nk_s[w + ATT_NW * i];
-        M[i] = -INFINITY, L[i] = 0.f;
-        for (int k = 0; k < DPL; k++) O[i][k] = 0.f;
+        M[i] = m[i] = -INFINITY, L[i] = l[i] = 0.f;
+        for (int k = 0; k < DPL; k++) O[i][k] = acc[i][k] = 0.f;
     }
-    for (int p = p_lo; p < p_hi; p++) {
-        float m[ATT_RPW], l[ATT_RPW], acc[ATT_RPW][DPL];
-        ATT_UNROLL
-        for (int i = 0; i < ATT_RPW; i++) {
-            m[i] = -INFINITY, l[i] = 0.f;
-            for (int k = 0; k < DPL; k++) acc[i][k] = 0.f;
-        }
-        const int k_end = min(max_keys, (p + 1) * ATT_PART);
-        for (int kt = p * ATT_PART; kt < k_end; kt += ATT_KEY_TILE) {
-            __syncthreads(); /* the previous tile is consumed */
-            for (int i = tid; i < ATT_KEY_TILE * HD / 4; i += ATT_THREADS) {
-                const int j = i / (HD / 4), c = i % (HD / 4), key = kt + j;
-                float4 kx = {0.f, 0.f, 0.f, 0.f}, vx = kx;
-                if (key < k_end) {
-                    const int blk = a.block_table[(size_t)seq * a.mbps + key / a.block_size];
-                    const size_t off =
-                        (((size_t)blk * a.block_size + key % a.block_size) * a.n_kv + kvh) * HD;
-                    kx = __ldg(reinterpret_cast<const float4 *>(a.k + off) + c);
-                    vx = __ldg(reinterpret_cast<const float4 *>(a.v + off) + c);
-                }
-                *reinterpret_cast<float4 *>(k_s + j * KS + 4 * c) = kx;
-                reinterpret_cast<float4 *>(v_s)[i] = vx;
-            }
-            __syncthreads();
+    /* Keys [k_beg, k_fin) in tiles; the next tile's K/V is fetched into registers while
+     * the current one is used. Partitions start and end on tile boundaries. */
+    const int k_beg = p_lo * ATT_PART, k_fin = min(max_keys, p_hi * ATT_PART);
+    float4 kx[ATT_NLD(DPL)], vx[ATT_NLD(DPL)];
+    if (k_beg < k_fin) att_load_tile<DPL>(a, seq, kvh, k_beg, k_fin, tid, kx, vx);
+    for (int kt = k_beg; kt < k_fin; kt += ATT_KEY_TILE) {
+        if (kt % ATT_PART == 0) {
             ATT_UNROLL
             for (int i = 0; i < ATT_RPW; i++) {
-                const int nk = nk_r[i];
-                if (nk <= kt) continue; /* warp-uniform: the warp's row ends before this tile */
-                const float *qr = q_s + (w + ATT_NW * i) * HD, *kr = k_s + lane * KS;
-                float sc = 0.f;
-                ATT_UNROLL
-                for (int d = 0; d < HD; d += 4) {
-                    const float4 qq = *reinterpret_cast<const float4 *>(qr + d);
-                    const float4 kk = *reinterpret_cast<const float4 *>(kr + d);
-                    sc = fmaf(qq.x, kk.x, sc);
-                    sc = fmaf(qq.y, kk.y, sc);
-                    sc = fmaf(qq.z, kk.z, sc);
-                    sc = fmaf(qq.w, kk.w, sc);
-                }
-                sc *= a.scale;
-                const int n_valid = min((int)ATT_KEY_TILE, nk - kt);
-                const bool valid = lane < n_valid;
-                float tmax = valid ? sc : -INFINITY;
-                for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(IFD_FULL_MASK, tmax, o));
-                const float mn = fmaxf(m[i], tmax);
-                const float corr = expf(m[i] - mn);
-                const float pj = valid ? expf(sc - mn) : 0.f;
-                float ts = pj;
-                for (int o = 16; o > 0; o >>= 1) ts += __shfl_xor_sync(IFD_FULL_MASK, ts, o);
-                l[i] = fmaf(l[i], corr, ts);
-                p_s[w * ATT_KEY_TILE + lane] = pj;
-                __syncwarp();
-                ATT_UNROLL
-                for (int k = 0; k < DPL; k++) acc[i][k] *= corr;
-                for (int j = 0; j < n_valid; j++) {
-                    const float pv = p_s[w * ATT_KEY_TILE + j];
-                    ATT_UNROLL
-                    for (int k = 0; k < DPL; k++) acc[i][k] = fmaf(pv, v_s[j * HD + lane + 32 * k], acc[i][k]);
-                }
-                __syncwarp(); /* p_s is rewritten by the warp's next row */
-                m[i] = mn;
+                m[i] = -INFINITY, l[i] = 0.f;
+                for (int k = 0; k < DPL; k++) acc[i][k] = 0.f;
             }
         }
+        __syncthreads(); /* the previous tile is consumed */
+        ATT_UNROLL
+        for (int it = 0; it < ATT_NLD(DPL); it++) {
+            const int i = tid + it * ATT_THREADS, j = i / (HD / 4), c = i % (HD / 4);
+            *reinterpret_cast<float4 *>(k_s + j * KS + 4 * c) = kx[it];
+            reinterpret_cast<float4 *>(v_s)[i] = vx[it];
+        }
+        __syncthreads();
+        if (kt + ATT_KEY_TILE < k_fin) att_load_tile<DPL>(a, seq, kvh, kt + ATT_KEY_TILE, k_fin, tid, kx, vx);
+        ATT_UNROLL
+        for (int i = 0; i < ATT_RPW; i++) {
+            const int nk = nk_r[i];
+            if (nk <= kt) continue; /* warp-uniform: the warp's row ends before this tile */
+            const float *qr = q_s + (w + ATT_NW * i) * HD, *kr = k_s + lane * KS;
+            float sc = 0.f;
+            ATT_UNROLL
+            for (int d = 0; d < HD; d += 4) {
+                const float4 qq = *reinterpret_cast<const float4 *>(qr + d);
+                const float4 kk = *reinterpret_cast<const float4 *>(kr + d);
+                sc = fmaf(qq.x, kk.x, sc);
+                sc = fmaf(qq.y, kk.y, sc);
+                sc = fmaf(qq.z, kk.z, sc);
+                sc = fmaf(qq.w, kk.w, sc);
+            }
+            sc *= a.scale;
+            const int n_valid = min((int)ATT_KEY_TILE, nk - kt);
+            const bool valid = lane < n_valid;
+            float tmax = valid ? sc : -INFINITY;
+            for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(IFD_FULL_MASK, tmax, o));
+            const float mn = fmaxf(m[i], tmax);
+            const float corr = expf(m[i] - mn);
+            const float pj = valid ? expf(sc - mn) : 0.f;
+            float ts = pj;
+            for (int o = 16; o > 0; o >>= 1) ts += __shfl_xor_sync(IFD_FULL_MASK, ts, o);
+            l[i] = fmaf(l[i], corr, ts);
+            p_s[w * ATT_KEY_TILE + lane] = pj;
+            __syncwarp();
+            ATT_UNROLL
+            for (int k = 0; k < DPL; k++) acc[i][k] *= corr;
+            for (int j = 0; j < n_valid; j++) {
+                const float pv = p_s[w * ATT_KEY_TILE + j];
+                ATT_UNROLL
+                for (int k = 0; k < DPL; k++) acc[i][k] = fmaf(pv, v_s[j * HD + lane + 32 * k], acc[i][k]);
+            }
+            __syncwarp(); /* p_s is rewritten by the warp's next row */
+            m[i] = mn;
+        }
+        if ((kt + ATT_KEY_TILE) % ATT_PART != 0 && kt + ATT_KEY_TILE < k_fin) continue;
+        /* partition p ends here */
+        const int p = kt / ATT_PART;
         ATT_UNROLL
         for (int i = 0; i < ATT_RPW; i++) {
             if (nk_r[i] <= p * ATT_PART) continue; /* no key of this row in partition p */
