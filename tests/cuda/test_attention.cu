@@ -37,7 +37,7 @@ static void world_init(att_world *w, int hd, int n_heads, int n_kv, int bs,
         need += (c + bs - 1) / bs;
         mb = std::max(mb, (c + bs - 1) / bs);
     }
-    w->mbps = mb + 2;
+    w->mbps = mb + 24; // room for bounded grids beyond the contexts
     w->n_blocks = need + 3; // + free blocks (one of them the poison block)
     std::vector<int> perm(w->n_blocks);
     for (int i = 0; i < w->n_blocks; i++) perm[i] = i;
@@ -99,7 +99,7 @@ static dev_world world_upload(const att_world *w) {
 
 // Run k_attention on a step; returns its status and fills out (host) on success.
 static int run_step(const att_world *w, const dev_world &dw, const att_step &st,
-                    std::vector<float> *out, size_t scratch_bytes) {
+                    std::vector<float> *out, size_t scratch_bytes, int bound_q = 0, int bound_keys = 0) {
     const size_t qd = (size_t)w->n_heads * w->hd, T = st.pos.size();
     std::vector<float> q = step_q(st, w);
     float *dq = (float *)ct_upload(q.data(), q.size() * sizeof(float));
@@ -113,7 +113,10 @@ static int run_step(const att_world *w, const dev_world &dw, const att_step &st,
     b.n_tokens = (int32_t)T, b.n_seqs = (int32_t)st.ctx.size(), b.max_blocks_per_seq = w->mbps;
     b.positions = dpos, b.seq_start = dss, b.context_len = dctx, b.block_table = dbt;
     b.h_positions = st.pos.data(), b.h_seq_start = st.seq_start.data(), b.h_context_len = st.ctx.data();
-    int rc = k_attention(NULL, dout, dq, dw.k, dw.v, &b, w->n_heads, w->n_kv, w->hd, w->bs, scr, scratch_bytes);
+    int rc = bound_q ? k_attention_bounded(NULL, dout, dq, dw.k, dw.v, &b, w->n_heads, w->n_kv, w->hd, w->bs,
+                                           bound_q, bound_keys, scr, scratch_bytes)
+                     : k_attention(NULL, dout, dq, dw.k, dw.v, &b, w->n_heads, w->n_kv, w->hd, w->bs, scr,
+                                   scratch_bytes);
     if (rc == DEV_OK) rc = ct_sync();
     if (rc == DEV_OK) {
         out->resize(T * qd);
@@ -247,6 +250,35 @@ static void invariance(int hd, int n_heads, int n_kv, int bs) {
 static void test_invariance_hd128_gqa4_bs16(void) { invariance(128, 8, 2, 16); }
 static void test_invariance_hd64_gqa8_bs32(void) { invariance(64, 8, 1, 32); }
 
+// head_dim 32 and 96 (the other supported sizes), and the bounded launcher (grids planned
+// for larger steps, as a CUDA graph captured earlier would be) giving the same bits.
+static void test_other_dims_and_bounds(void) {
+    const int hds[] = {32, 96};
+    for (int hd : hds) {
+        const std::vector<int> ctx = {600, 17, 90};
+        att_world w;
+        world_init(&w, hd, 4, 1, 16, ctx, 31 + hd);
+        dev_world dw = world_upload(&w);
+        att_step st;
+        step_add(&st, &w, 0, 1, 600);
+        step_add(&st, &w, 1, 5, 17);
+        step_add(&st, &w, 2, 2, 90);
+        std::vector<float> want = ref_step(&w, st), got, got_b;
+        const size_t scr = k_attention_scratch_bytes(64, 8, w.n_heads, hd, 2048) * ATT_SPLIT_Q;
+        CHECK(run_step(&w, dw, st, &got, scr) == DEV_OK);
+        char what[64];
+        snprintf(what, sizeof what, "hd %d", hd);
+        CHECK_CLOSE(got.data(), want.data(), want.size(), 2e-5 * max_abs(want), 1e-5, what); // as test_grid
+        CHECK(run_step(&w, dw, st, &got_b, scr, 40, w.mbps * w.bs) == DEV_OK);
+        CHECK(got_b.size() == got.size() && memcmp(got_b.data(), got.data(), got.size() * sizeof(float)) == 0);
+        CHECK(run_step(&w, dw, st, &got_b, 0, 40, w.mbps * w.bs) == DEV_OK);
+        CHECK(got_b.size() == got.size() && memcmp(got_b.data(), got.data(), got.size() * sizeof(float)) == 0);
+        // bounds beyond the block table are refused
+        CHECK(run_step(&w, dw, st, &got_b, scr, 40, w.mbps * w.bs + 1) == DEV_ERR);
+        ct_free(dw.k), ct_free(dw.v);
+    }
+}
+
 // Bad sizes are DEV_ERR with nothing launched; an empty step is DEV_OK.
 static void test_errors(void) {
     const std::vector<int> ctx = {40};
@@ -286,4 +318,4 @@ static void test_errors(void) {
 }
 
 TEST_MAIN(T(test_grid), T(test_invariance_hd128_gqa4_bs16), T(test_invariance_hd64_gqa8_bs32),
-          T(test_errors))
+          T(test_other_dims_and_bounds), T(test_errors))
