@@ -122,6 +122,17 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(att_params a, int spl
         const int gr = r0 + tid;
         nk_s[tid] = gr < rows ? att_n_keys(a, t0 + gr / a.group) : 0;
     }
+    __syncthreads();
+    int max_keys = 0;
+    for (int r = 0; r < ATT_ROWS; r++) max_keys = max(max_keys, nk_s[r]);
+    const int n_parts = (max_keys + ATT_PART - 1) / ATT_PART;
+    const int p_lo = split ? (int)blockIdx.y : 0, p_hi = split ? p_lo + 1 : n_parts;
+    if (split && p_lo >= n_parts) return; /* a partition past the rows' keys (bounded grids) */
+    /* Keys [k_beg, k_fin) in tiles; the next tile's K/V is fetched into registers while
+     * the current one is used. Partitions start and end on tile boundaries. */
+    const int k_beg = p_lo * ATT_PART, k_fin = min(max_keys, p_hi * ATT_PART);
+    float4 kx[ATT_NLD(DPL)], vx[ATT_NLD(DPL)];
+    if (k_beg < k_fin) att_load_tile<DPL>(a, seq, kvh, k_beg, k_fin, tid, kx, vx);
     ATT_UNROLL
     for (int it = 0; it < ATT_ROWS * HD / 4 / ATT_THREADS; it++) {
         const int i = tid + it * ATT_THREADS, r = i / (HD / 4), c = i % (HD / 4), gr = r0 + r;
@@ -134,11 +145,6 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(att_params a, int spl
         reinterpret_cast<float4 *>(q_s)[i] = x;
     }
     __syncthreads();
-    int max_keys = 0;
-    for (int r = 0; r < ATT_ROWS; r++) max_keys = max(max_keys, nk_s[r]);
-    const int n_parts = (max_keys + ATT_PART - 1) / ATT_PART;
-    const int p_lo = split ? (int)blockIdx.y : 0, p_hi = split ? p_lo + 1 : n_parts;
-    if (split && p_lo >= n_parts) return;
 
     int nk_r[ATT_RPW];
     float M[ATT_RPW], L[ATT_RPW], O[ATT_RPW][DPL];
@@ -149,11 +155,6 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_rows(att_params a, int spl
         M[i] = m[i] = -INFINITY, L[i] = l[i] = 0.f;
         for (int k = 0; k < DPL; k++) O[i][k] = acc[i][k] = 0.f;
     }
-    /* Keys [k_beg, k_fin) in tiles; the next tile's K/V is fetched into registers while
-     * the current one is used. Partitions start and end on tile boundaries. */
-    const int k_beg = p_lo * ATT_PART, k_fin = min(max_keys, p_hi * ATT_PART);
-    float4 kx[ATT_NLD(DPL)], vx[ATT_NLD(DPL)];
-    if (k_beg < k_fin) att_load_tile<DPL>(a, seq, kvh, k_beg, k_fin, tid, kx, vx);
     for (int kt = k_beg; kt < k_fin; kt += ATT_KEY_TILE) {
         if (kt % ATT_PART == 0) {
             ATT_UNROLL
