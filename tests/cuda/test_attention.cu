@@ -1,0 +1,321 @@
+// test_attention.cu — kernels/attention.cu against op_attention_ref (src/backend/cpu/ops_ref.c)
+// on random inputs: head_dim 64 and 128, GQA 1/4/8, block sizes 16 and 32, ragged batches of
+// decodes (one long enough for split-KV), cached-prefix prefill chunks, fresh prefills and
+// verification rows, contexts that are not multiples of the block size, shuffled block
+// tables, slots outside every context poisoned with NaN. Then batch invariance, bit for
+// bit: the same rows as single decodes, in one prefill chunk, inside a ragged batch, after
+// another split of the prompt into chunks, and with or without split-KV scratch. Then
+// the launcher's size checks.
+#include "cuda_test.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "attention.h"
+extern "C" {
+#include "backend/cpu/ops.h"
+}
+
+// A ragged step: sequence s has n_q[s] new tokens at positions ctx[s]-n_q[s] .. ctx[s]-1.
+struct att_world {
+    int hd, n_heads, n_kv, bs;
+    int n_blocks, mbps;
+    std::vector<float> k, v;        // [n_blocks * bs][n_kv][hd]
+    std::vector<int32_t> table;     // [n_tables][mbps]: per logical sequence
+};
+
+static const float kPoison = NAN;
+
+// Build a KV pool holding n_tables sequences of up to ctx_max[i] keys in shuffled blocks;
+// table entries past a sequence's blocks point at a NaN block, and so do the slots past
+// its context in its last block.
+static void world_init(att_world *w, int hd, int n_heads, int n_kv, int bs,
+                       const std::vector<int> &ctx_max, uint64_t seed) {
+    w->hd = hd, w->n_heads = n_heads, w->n_kv = n_kv, w->bs = bs;
+    int need = 0, mb = 0;
+    for (int c : ctx_max) {
+        need += (c + bs - 1) / bs;
+        mb = std::max(mb, (c + bs - 1) / bs);
+    }
+    w->mbps = mb + 24; // room for bounded grids beyond the contexts
+    w->n_blocks = need + 3; // + free blocks (one of them the poison block)
+    std::vector<int> perm(w->n_blocks);
+    for (int i = 0; i < w->n_blocks; i++) perm[i] = i;
+    uint64_t st = seed;
+    for (int i = w->n_blocks - 1; i > 0; i--) std::swap(perm[i], perm[ct_next(&st) % (uint64_t)(i + 1)]);
+    const size_t slot = (size_t)n_kv * hd;
+    w->k.assign((size_t)w->n_blocks * bs * slot, kPoison);
+    w->v.assign((size_t)w->n_blocks * bs * slot, kPoison);
+    const int poison_block = perm[need];
+    w->table.assign(ctx_max.size() * w->mbps, poison_block);
+    int next = 0;
+    for (size_t s = 0; s < ctx_max.size(); s++) {
+        const int nb = (ctx_max[s] + bs - 1) / bs;
+        for (int i = 0; i < nb; i++) w->table[s * w->mbps + i] = perm[next++];
+        for (int p = 0; p < ctx_max[s]; p++) {
+            const size_t sl = (size_t)w->table[s * w->mbps + p / bs] * bs + p % bs;
+            ct_fill(&w->k[sl * slot], slot, seed * 7919 + s * 100003 + p * 2 + 1, -1, 1);
+            ct_fill(&w->v[sl * slot], slot, seed * 7919 + s * 100003 + p * 2 + 2, -1, 1);
+        }
+    }
+}
+
+struct att_step {
+    std::vector<int32_t> pos, seq_start, ctx, table; // table: [n_seqs][mbps]
+    std::vector<int> which;                           // logical sequence of each step sequence
+};
+
+static void step_add(att_step *st, const att_world *w, int which, int n_q, int ctx) {
+    if (st->seq_start.empty()) st->seq_start.push_back(0);
+    for (int i = 0; i < n_q; i++) st->pos.push_back(ctx - n_q + i);
+    st->seq_start.push_back((int32_t)st->pos.size());
+    st->ctx.push_back(ctx);
+    st->which.push_back(which);
+    st->table.insert(st->table.end(), w->table.begin() + (size_t)which * w->mbps,
+                     w->table.begin() + (size_t)(which + 1) * w->mbps);
+}
+
+// q rows of a step: a token's q depends only on (logical sequence, position), so the
+// same row gets the same q in every step that contains it.
+static std::vector<float> step_q(const att_step &st, const att_world *w) {
+    const size_t qd = (size_t)w->n_heads * w->hd;
+    std::vector<float> q(st.pos.size() * qd);
+    for (size_t s = 0; s + 1 < st.seq_start.size(); s++)
+        for (int t = st.seq_start[s]; t < st.seq_start[s + 1]; t++)
+            ct_fill(&q[t * qd], qd, 555 + st.which[s] * 1000003ull + st.pos[t] * 17ull, -3, 3);
+    return q;
+}
+
+struct dev_world {
+    float *k, *v;
+};
+
+static dev_world world_upload(const att_world *w) {
+    dev_world d;
+    d.k = (float *)ct_upload(w->k.data(), w->k.size() * sizeof(float));
+    d.v = (float *)ct_upload(w->v.data(), w->v.size() * sizeof(float));
+    return d;
+}
+
+// Run k_attention on a step; returns its status and fills out (host) on success.
+static int run_step(const att_world *w, const dev_world &dw, const att_step &st,
+                    std::vector<float> *out, size_t scratch_bytes, int bound_q = 0, int bound_keys = 0) {
+    const size_t qd = (size_t)w->n_heads * w->hd, T = st.pos.size();
+    std::vector<float> q = step_q(st, w);
+    float *dq = (float *)ct_upload(q.data(), q.size() * sizeof(float));
+    float *dout = (float *)ct_alloc(T * qd * sizeof(float));
+    int32_t *dpos = (int32_t *)ct_upload(st.pos.data(), T * 4);
+    int32_t *dss = (int32_t *)ct_upload(st.seq_start.data(), st.seq_start.size() * 4);
+    int32_t *dctx = (int32_t *)ct_upload(st.ctx.data(), st.ctx.size() * 4);
+    int32_t *dbt = (int32_t *)ct_upload(st.table.data(), st.table.size() * 4);
+    void *scr = scratch_bytes ? ct_alloc(scratch_bytes) : NULL;
+    k_attn_batch b;
+    b.n_tokens = (int32_t)T, b.n_seqs = (int32_t)st.ctx.size(), b.max_blocks_per_seq = w->mbps;
+    b.positions = dpos, b.seq_start = dss, b.context_len = dctx, b.block_table = dbt;
+    b.h_positions = st.pos.data(), b.h_seq_start = st.seq_start.data(), b.h_context_len = st.ctx.data();
+    int rc = bound_q ? k_attention_bounded(NULL, dout, dq, dw.k, dw.v, &b, w->n_heads, w->n_kv, w->hd, w->bs,
+                                           bound_q, bound_keys, scr, scratch_bytes)
+                     : k_attention(NULL, dout, dq, dw.k, dw.v, &b, w->n_heads, w->n_kv, w->hd, w->bs, scr,
+                                   scratch_bytes);
+    if (rc == DEV_OK) rc = ct_sync();
+    if (rc == DEV_OK) {
+        out->resize(T * qd);
+        ct_download(out->data(), dout, T * qd * sizeof(float));
+    }
+    ct_free(dq), ct_free(dout), ct_free(dpos), ct_free(dss), ct_free(dctx), ct_free(dbt), ct_free(scr);
+    return rc;
+}
+
+static std::vector<float> ref_step(const att_world *w, const att_step &st) {
+    const size_t qd = (size_t)w->n_heads * w->hd;
+    std::vector<float> q = step_q(st, w), out(st.pos.size() * qd);
+    kv_view kv = {w->k.data(), w->v.data(), w->n_kv, w->hd, w->bs};
+    int maxc = 1;
+    for (int c : st.ctx) maxc = c > maxc ? c : maxc;
+    std::vector<float> scr(maxc);
+    for (size_t s = 0; s < st.ctx.size(); s++) {
+        const int t0 = st.seq_start[s], nq = st.seq_start[s + 1] - t0;
+        op_attention_ref(&out[t0 * qd], &q[t0 * qd], nq, &st.pos[t0], w->n_heads, &kv,
+                         &st.table[s * w->mbps], scr.data());
+    }
+    return out;
+}
+
+static double max_abs(const std::vector<float> &x) {
+    double m = 0;
+    for (float f : x) m = fabs(f) > m ? fabs(f) : m;
+    return m;
+}
+
+// The issue's grid: every (head_dim, GQA, block size) on one ragged batch, with and
+// without split-KV scratch.
+static void test_grid(void) {
+    const int hds[] = {64, 128}, bss[] = {16, 32};
+    const int heads[][2] = {{2, 2}, {8, 2}, {8, 1}}; // GQA 1, 4, 8
+    for (int hd : hds)
+        for (const auto &hk : heads)
+            for (int bs : bss) {
+                // decode at 1037 keys (5 split-KV partitions), decode at 23, a 9-token chunk
+                // after a 291-token cached prefix, a fresh 21-token prefill, 4 verification rows
+                // at 530 keys.
+                const std::vector<int> ctx = {1037, 23, 300, 21, 530};
+                const int nq[] = {1, 1, 9, 21, 4};
+                att_world w;
+                world_init(&w, hd, hk[0], hk[1], bs, ctx, 11 + hd + bs + hk[0] * 3 + hk[1]);
+                dev_world dw = world_upload(&w);
+                att_step st;
+                for (size_t s = 0; s < ctx.size(); s++) step_add(&st, &w, (int)s, nq[s], ctx[s]);
+                std::vector<float> want = ref_step(&w, st), got, got_nosplit;
+                const size_t scr = k_attention_scratch_bytes(64, 8, w.n_heads, hd, 2048) * ATT_SPLIT_Q;
+                CHECK(scr > 0);
+                CHECK(run_step(&w, dw, st, &got, scr) == DEV_OK);
+                CHECK(run_step(&w, dw, st, &got_nosplit, 0) == DEV_OK);
+                // fp32 against the sequential C reference: tiles, partitions and the merge
+                // reorder the sums; outputs are convex mixes of V in [-1, 1].
+                const double scale = max_abs(want);
+                char what[128];
+                snprintf(what, sizeof what, "hd %d heads %d/%d bs %d", hd, hk[0], hk[1], bs);
+                CHECK(scale > 0.1);
+                CHECK_CLOSE(got.data(), want.data(), want.size(), 2e-5 * scale, 1e-5, what);
+                CHECK(got.size() == got_nosplit.size() &&
+                      memcmp(got.data(), got_nosplit.data(), got.size() * sizeof(float)) == 0);
+                ct_free(dw.k), ct_free(dw.v);
+            }
+}
+
+// The same rows of one sequence computed five ways must agree bit for bit.
+static void invariance(int hd, int n_heads, int n_kv, int bs) {
+    const int P0 = 1060, P1 = 1100; // rows at positions P0..P1-1 of sequence 0
+    const std::vector<int> ctx = {P1, 700, 13, 400};
+    att_world w;
+    world_init(&w, hd, n_heads, n_kv, bs, ctx, 99 + hd + n_heads);
+    dev_world dw = world_upload(&w);
+    const size_t qd = (size_t)n_heads * hd, n_rows = (size_t)(P1 - P0);
+    const size_t scr = k_attention_scratch_bytes(64, 8, n_heads, hd, 2048) * ATT_SPLIT_Q;
+
+    // (a) decodes one by one (split-KV), and (a') without scratch
+    std::vector<float> dec(n_rows * qd), dec_ns(n_rows * qd), o;
+    for (int p = P0; p < P1; p++) {
+        att_step st;
+        step_add(&st, &w, 0, 1, p + 1);
+        CHECK(run_step(&w, dw, st, &o, scr) == DEV_OK);
+        memcpy(&dec[(p - P0) * qd], o.data(), qd * sizeof(float));
+        CHECK(run_step(&w, dw, st, &o, 0) == DEV_OK);
+        memcpy(&dec_ns[(p - P0) * qd], o.data(), qd * sizeof(float));
+    }
+    CHECK(memcmp(dec.data(), dec_ns.data(), dec.size() * sizeof(float)) == 0);
+    {
+        att_step st;
+        step_add(&st, &w, 0, (int)n_rows, P1);
+        std::vector<float> want = ref_step(&w, st);
+        CHECK_CLOSE(dec.data(), want.data(), want.size(), 2e-5 * max_abs(want), 1e-5, "decodes vs reference");
+    }
+    // (b) one prefill chunk
+    {
+        att_step st;
+        step_add(&st, &w, 0, (int)n_rows, P1);
+        CHECK(run_step(&w, dw, st, &o, scr) == DEV_OK);
+        CHECK(memcmp(o.data(), dec.data(), dec.size() * sizeof(float)) == 0);
+    }
+    // (c) inside a ragged batch: a decode, the chunk, a fresh prefill, verification rows
+    {
+        att_step st;
+        step_add(&st, &w, 1, 1, 700);
+        step_add(&st, &w, 0, (int)n_rows, P1);
+        step_add(&st, &w, 2, 13, 13);
+        step_add(&st, &w, 3, 3, 400);
+        CHECK(run_step(&w, dw, st, &o, scr) == DEV_OK);
+        CHECK(memcmp(&o[1 * qd], dec.data(), dec.size() * sizeof(float)) == 0);
+    }
+    // (d) another split into chunks: 5 rows (short enough to split KV), then 35, in two
+    // steps; and 3 + 37 as the two parts of one ragged step's neighbours
+    {
+        std::vector<float> o2;
+        att_step s1, s2;
+        step_add(&s1, &w, 0, 5, P0 + 5);
+        step_add(&s2, &w, 0, (int)n_rows - 5, P1);
+        CHECK(run_step(&w, dw, s1, &o, scr) == DEV_OK);
+        CHECK(run_step(&w, dw, s2, &o2, scr) == DEV_OK);
+        CHECK(memcmp(o.data(), dec.data(), 5 * qd * sizeof(float)) == 0);
+        CHECK(memcmp(o2.data(), &dec[5 * qd], (n_rows - 5) * qd * sizeof(float)) == 0);
+        att_step s3;
+        step_add(&s3, &w, 0, 3, P0 + 3);
+        step_add(&s3, &w, 1, 2, 650);
+        CHECK(run_step(&w, dw, s3, &o, scr) == DEV_OK);
+        CHECK(memcmp(o.data(), dec.data(), 3 * qd * sizeof(float)) == 0);
+    }
+    ct_free(dw.k), ct_free(dw.v);
+}
+
+static void test_invariance_hd128_gqa4_bs16(void) { invariance(128, 8, 2, 16); }
+static void test_invariance_hd64_gqa8_bs32(void) { invariance(64, 8, 1, 32); }
+
+// head_dim 32 and 96 (the other supported sizes), and the bounded launcher (grids planned
+// for larger steps, as a CUDA graph captured earlier would be) giving the same bits.
+static void test_other_dims_and_bounds(void) {
+    const int hds[] = {32, 96};
+    for (int hd : hds) {
+        const std::vector<int> ctx = {600, 17, 90};
+        att_world w;
+        world_init(&w, hd, 4, 1, 16, ctx, 31 + hd);
+        dev_world dw = world_upload(&w);
+        att_step st;
+        step_add(&st, &w, 0, 1, 600);
+        step_add(&st, &w, 1, 5, 17);
+        step_add(&st, &w, 2, 2, 90);
+        std::vector<float> want = ref_step(&w, st), got, got_b;
+        const size_t scr = k_attention_scratch_bytes(64, 8, w.n_heads, hd, 2048) * ATT_SPLIT_Q;
+        CHECK(run_step(&w, dw, st, &got, scr) == DEV_OK);
+        char what[64];
+        snprintf(what, sizeof what, "hd %d", hd);
+        CHECK_CLOSE(got.data(), want.data(), want.size(), 2e-5 * max_abs(want), 1e-5, what); // as test_grid
+        CHECK(run_step(&w, dw, st, &got_b, scr, 40, w.mbps * w.bs) == DEV_OK);
+        CHECK(got_b.size() == got.size() && memcmp(got_b.data(), got.data(), got.size() * sizeof(float)) == 0);
+        CHECK(run_step(&w, dw, st, &got_b, 0, 40, w.mbps * w.bs) == DEV_OK);
+        CHECK(got_b.size() == got.size() && memcmp(got_b.data(), got.data(), got.size() * sizeof(float)) == 0);
+        // bounds beyond the block table are refused
+        CHECK(run_step(&w, dw, st, &got_b, scr, 40, w.mbps * w.bs + 1) == DEV_ERR);
+        ct_free(dw.k), ct_free(dw.v);
+    }
+}
+
+// Bad sizes are DEV_ERR with nothing launched; an empty step is DEV_OK.
+static void test_errors(void) {
+    const std::vector<int> ctx = {40};
+    att_world w;
+    world_init(&w, 64, 4, 2, 16, ctx, 5);
+    dev_world dw = world_upload(&w);
+    att_step st;
+    step_add(&st, &w, 0, 3, 40);
+    std::vector<float> o;
+    CHECK(run_step(&w, dw, st, &o, 0) == DEV_OK);
+    att_world bad = w;
+    bad.hd = 80; // not a supported head size
+    CHECK(run_step(&bad, dw, st, &o, 0) == DEV_ERR);
+    bad = w;
+    bad.n_heads = 3; // not a multiple of n_kv
+    CHECK(run_step(&bad, dw, st, &o, 0) == DEV_ERR);
+    att_step s2 = st;
+    s2.pos[2] = 40; // position at the context length
+    CHECK(run_step(&w, dw, s2, &o, 0) == DEV_ERR);
+    s2 = st;
+    s2.pos[0] = -1;
+    CHECK(run_step(&w, dw, s2, &o, 0) == DEV_ERR);
+    s2 = st;
+    s2.ctx[0] = w.mbps * w.bs + 1; // more keys than the block table holds
+    CHECK(run_step(&w, dw, s2, &o, 0) == DEV_ERR);
+    s2 = st;
+    s2.seq_start[1] = 2; // does not end at n_tokens
+    CHECK(run_step(&w, dw, s2, &o, 0) == DEV_ERR);
+    k_attn_batch b = {};
+    CHECK(k_attention(NULL, NULL, NULL, NULL, NULL, &b, 4, 2, 64, 16, NULL, 0) == DEV_OK);
+    b.n_seqs = -1;
+    CHECK(k_attention(NULL, NULL, NULL, NULL, NULL, &b, 4, 2, 64, 16, NULL, 0) == DEV_ERR);
+    CHECK(k_attention(NULL, NULL, NULL, NULL, NULL, NULL, 4, 2, 64, 16, NULL, 0) == DEV_ERR);
+    CHECK(k_attention_scratch_bytes(16, 4, 8, 64, 100) == 0); // one partition: no split
+    CHECK(k_attention_scratch_bytes(16, 4, 8, 64, 1000) == (size_t)4 * 4 * 8 * 66 * sizeof(float));
+    ct_free(dw.k), ct_free(dw.v);
+}
+
+TEST_MAIN(T(test_grid), T(test_invariance_hd128_gqa4_bs16), T(test_invariance_hd64_gqa8_bs32),
+          T(test_other_dims_and_bounds), T(test_errors))
