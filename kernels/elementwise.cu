@@ -4,7 +4,8 @@
  *
  * Shapes of work:
  *   - element ops: a grid-stride loop over float4s (when every pointer is 16-byte aligned
- *     and the count allows) or floats, 256 threads a block;
+ *     and the count allows) or floats, 256 threads a block; add_bias: a 2-D grid, columns
+ *     by x and rows by y (the bias element loaded once per thread);
  *   - rmsnorm: one block per row, its size chosen from n only; each thread sums the
  *     squares of its 4-float chunks (c = tid, tid + B, ...), warps reduce by xor
  *     butterflies, and every thread adds the warps' partials in warp order: a fixed
@@ -31,6 +32,7 @@ namespace {
 
 constexpr int EW_THREADS = 256;       /* element ops */
 constexpr int EW_MAX_BLOCKS = 4096;   /* grid-stride beyond this */
+constexpr int BIAS_MAX_ROW_BLOCKS = 1024; /* add_bias: grid.y, rows beyond it loop */
 constexpr int NORM_MAX_THREADS = 512; /* rmsnorm block: up to this, from n */
 constexpr int HN_ROWS = 4;            /* head_norm: rows (warps) per block */
 constexpr int EMB_THREADS = 256;
@@ -95,23 +97,28 @@ __global__ void k_add_kernel(float *x, const float *y, int64_t n, int vec) {
     for (int64_t i = done + gtid(); i < n; i += gstride()) x[i] += y[i];
 }
 
-__global__ void k_add_bias_kernel(float *x, const float *b, int64_t total, int32_t n, int vec) {
-    if (vec) { /* n % 4 == 0: a float4 never straddles two rows */
+/* x: blockIdx.x/threadIdx.x over the columns (float4s when vec), rows from blockIdx.y
+ * with a stride of gridDim.y: the bias element is loaded once per thread. */
+__global__ void k_add_bias_kernel(float *x, const float *b, int32_t n_rows, int32_t n, int vec) {
+    const int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (vec) {
         const int32_t n4 = n / 4;
-        float4 *x4 = reinterpret_cast<float4 *>(x);
-        const float4 *b4 = reinterpret_cast<const float4 *>(b);
-        for (int64_t i = gtid(); i < total / 4; i += gstride()) {
-            float4 a = x4[i];
-            const float4 c = b4[i % n4];
-            a.x += c.x;
-            a.y += c.y;
-            a.z += c.z;
-            a.w += c.w;
-            x4[i] = a;
+        if (c >= n4) return;
+        const float4 bb = reinterpret_cast<const float4 *>(b)[c];
+        for (int32_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
+            float4 *p = reinterpret_cast<float4 *>(x + (size_t)r * n) + c;
+            float4 a = *p;
+            a.x += bb.x;
+            a.y += bb.y;
+            a.z += bb.z;
+            a.w += bb.w;
+            *p = a;
         }
         return;
     }
-    for (int64_t i = gtid(); i < total; i += gstride()) x[i] += b[i % n];
+    if (c >= n) return;
+    const float bb = b[c];
+    for (int32_t r = blockIdx.y; r < n_rows; r += gridDim.y) x[(size_t)r * n + c] += bb;
 }
 
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
@@ -417,10 +424,11 @@ int k_add_bias(dev_stream s, float *x, const float *b, int32_t n_rows, int32_t n
     if (n_rows < 0 || n < 0) return DEV_ERR;
     if (n_rows == 0 || n == 0) return DEV_OK;
     if (!x || !b) return DEV_ERR;
-    const int64_t total = (int64_t)n_rows * n;
     const int vec = n % 4 == 0 && aligned16(x) && aligned16(b);
-    IFD_LAUNCH(k_add_bias_kernel, ew_blocks(vec ? total / 4 : total), EW_THREADS, 0, s, x, b, total, n,
-               vec);
+    const int32_t cols = vec ? n / 4 : n;
+    const dim3 grid((unsigned)((cols + EW_THREADS - 1) / EW_THREADS),
+                    (unsigned)(n_rows < BIAS_MAX_ROW_BLOCKS ? n_rows : BIAS_MAX_ROW_BLOCKS));
+    IFD_LAUNCH(k_add_bias_kernel, grid, EW_THREADS, 0, s, x, b, n_rows, n, vec);
     return dev_check_launch();
 }
 

@@ -237,8 +237,10 @@ static void test_head_norm(void) {
 /* ---- add_bias, add, swiglu ---------------------------------------------------------- */
 
 static void test_add_bias(void) {
-    const int32_t n_rows = 7;
-    for (int32_t n : {896, 130}) {
+    // rows beyond the kernel's 1024 row blocks loop (1030 rows)
+    const int32_t shapes[3][2] = {{7, 896}, {7, 130}, {1030, 132}};
+    for (const auto &sh : shapes) {
+        const int32_t n_rows = sh[0], n = sh[1];
         const size_t sz = (size_t)n_rows * n;
         float *x = (float *)malloc(sz * sizeof(float)), *b = (float *)malloc(n * sizeof(float));
         float *want = (float *)malloc(sz * sizeof(float)), *got = (float *)malloc(sz * sizeof(float));
