@@ -20,6 +20,8 @@
  * otherwise fuse a*b - c into one FMA and differ from the C loop in the last bit. */
 #include "backend/cuda/simt.h"
 
+#include <string.h>
+
 #include "elementwise.h"
 
 extern "C" {
@@ -506,7 +508,12 @@ int k_rope_store(dev_stream s, float *q, float *k, const float *v, float *k_cach
     if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || hd <= 0 || hd > ROPE_MAX_HEAD_DIM)
         return DEV_ERR;
     if (rp.n_rot <= 0 || rp.n_rot > hd || rp.n_rot % 2 != 0) return DEV_ERR;
-    if (rp.layout != ROPE_NORM && rp.layout != ROPE_NEOX) return DEV_ERR;
+    /* the layout is a C enum the host may hold any int in: read it as one (C++ may not
+     * load an enum outside its values) */
+    int layout;
+    static_assert(sizeof layout == sizeof rp.layout, "rope_layout is an int");
+    memcpy(&layout, &rp.layout, sizeof layout);
+    if (layout != ROPE_NORM && layout != ROPE_NEOX) return DEV_ERR;
     if ((rp.freq_div != NULL) != (freq_div != NULL)) return DEV_ERR;
     if ((int64_t)n_heads * hd > INT32_MAX || (int64_t)n_kv_heads * hd > INT32_MAX) return DEV_ERR;
     if (n_tokens == 0) return DEV_OK;
@@ -514,7 +521,7 @@ int k_rope_store(dev_stream s, float *q, float *k, const float *v, float *k_cach
     const int vec = ((int64_t)n_kv_heads * hd) % 4 == 0 && aligned16(k) && aligned16(v) &&
                     aligned16(k_cache) && aligned16(v_cache);
     IFD_LAUNCH(k_rope_store_kernel, n_tokens, ROPE_THREADS, 0, s, q, k, v, k_cache, v_cache, positions,
-               slot_mapping, n_heads, n_kv_heads, hd, rp.n_rot, rp.layout == ROPE_NEOX ? 1 : 0, rp.base,
+               slot_mapping, n_heads, n_kv_heads, hd, rp.n_rot, layout == ROPE_NEOX ? 1 : 0, rp.base,
                rp.freq_scale, freq_div, vec);
     return dev_check_launch();
 }

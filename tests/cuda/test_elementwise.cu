@@ -468,7 +468,9 @@ static void test_rope_args(void) {
     CHECK(k_rope_store(NULL, d, d, d, d, d, di, di, 1, 2, 1, bad, NULL) == DEV_ERR);
     bad = ok, bad.head_dim = 1024, bad.n_rot = 1024; // beyond the kernel's shared table
     CHECK(k_rope_store(NULL, d, d, d, d, d, di, di, 1, 2, 1, bad, NULL) == DEV_ERR);
-    bad = ok, bad.layout = (rope_layout)7;
+    bad = ok;
+    const int seven = 7; // a layout we do not know (C code can hold any int in the enum)
+    memcpy(&bad.layout, &seven, sizeof seven);
     CHECK(k_rope_store(NULL, d, d, d, d, d, di, di, 1, 2, 1, bad, NULL) == DEV_ERR);
     bad = ok, bad.freq_div = host_div; // divisors without their device copy
     CHECK(k_rope_store(NULL, d, d, d, d, d, di, di, 1, 2, 1, bad, NULL) == DEV_ERR);
