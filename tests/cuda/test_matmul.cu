@@ -1,0 +1,266 @@
+// test_matmul.cu — the matmul kernels (kernels/matmul.cu) against quant.c's reference dot
+// (quant_dot_ref: what op_matmul_ref computes per element) for every weight type, on
+// random weights (float types and Q8_0/Q4_0 through quant.c's quantizers of random
+// floats; Q5_0, Q4_K and Q6_K, which have no quantizer, as random blocks with small
+// random scales), shapes whose n_rows is not a multiple of any row group and whose
+// n_cols is not a multiple of 256 where the type allows. Also: batch invariance (a row's
+// bits are the same computed alone, in any batch size, with a misaligned x, and in a
+// grouped launch) and the launchers' refusal of bad arguments.
+//
+// Tolerance: |got - ref| <= 1e-5 * sum_i |w_i * x_i| + 1e-30 per element — both sides
+// accumulate in fp32, in different orders (the kernel: per-lane units, per-unit scale
+// factored out, a warp butterfly; the reference: element by element).
+#include "cuda_test.h"
+
+#include "matmul.h" /* kernels/ */
+extern "C" {
+#include "model/quant.h"
+}
+
+enum { TY_F32 = 0, TY_F16 = 1, TY_Q4_0 = 2, TY_Q4_1 = 3, TY_Q5_0 = 6, TY_Q8_0 = 8, TY_Q4_K = 12, TY_Q6_K = 14, TY_BF16 = 30 };
+
+static const int ALL_TYPES[] = {TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_Q5_0, TY_Q4_K, TY_Q6_K};
+
+static uint8_t rnd_byte(uint64_t *s) { return (uint8_t)(ct_next(s) >> 56); }
+static float rnd_unit(uint64_t *s) { return (float)((ct_next(s) >> 40) * (1.0 / 16777216.0)); }
+
+// GGUF bytes of a random n_rows x n_cols matrix of type t (malloc'd; *row_bytes set).
+static uint8_t *make_weights(int t, int64_t n_rows, int64_t n_cols, uint64_t seed, size_t *row_bytes) {
+    const quant_traits *qt = quant_traits_of((ggml_type)t);
+    const size_t rb = quant_row_bytes((ggml_type)t, n_cols);
+    uint8_t *w = (uint8_t *)malloc(rb * (size_t)n_rows);
+    uint64_t s = seed;
+    if (qt->quantize_row) {
+        float *f = (float *)malloc(sizeof(float) * (size_t)n_cols);
+        for (int64_t r = 0; r < n_rows; r++) {
+            ct_fill(f, (size_t)n_cols, seed * 1000 + (uint64_t)r, -1.0f, 1.0f);
+            qt->quantize_row(f, w + (size_t)r * rb, n_cols);
+        }
+        free(f);
+    } else {
+        for (size_t i = 0; i < rb * (size_t)n_rows; i++) w[i] = rnd_byte(&s);
+        // sane scales: small positive d (and dmin), so the values stay finite and mixed
+        const size_t nb = rb * (size_t)n_rows / qt->block_bytes;
+        for (size_t b = 0; b < nb; b++) {
+            uint8_t *blk = w + b * qt->block_bytes;
+            const ifd_fp16 d = ifd_f32_to_fp16(0.002f + 0.02f * rnd_unit(&s));
+            if (t == TY_Q5_0) {
+                memcpy(blk, &d, 2);
+            } else if (t == TY_Q4_K) {
+                const ifd_fp16 dm = ifd_f32_to_fp16(0.001f + 0.01f * rnd_unit(&s));
+                memcpy(blk, &d, 2);
+                memcpy(blk + 2, &dm, 2);
+            } else if (t == TY_Q6_K) {
+                memcpy(blk + 208, &d, 2);
+            }
+        }
+    }
+    *row_bytes = rb;
+    return w;
+}
+
+struct dev_mat {
+    k_wmat w;
+    void *d;
+};
+static dev_mat upload_mat(int t, int64_t n_rows, int64_t n_cols, const uint8_t *gguf) {
+    dev_mat m;
+    const size_t pb = k_matmul_prepared_bytes(t, n_rows, n_cols);
+    CHECK(pb > 0);
+    void *h = malloc(pb);
+    CHECK(k_matmul_prepare(h, gguf, t, n_rows, n_cols) == DEV_OK);
+    m.d = ct_upload(h, pb);
+    free(h);
+    m.w.data = m.d;
+    m.w.type = t;
+    m.w.n_rows = n_rows;
+    m.w.n_cols = n_cols;
+    return m;
+}
+
+// out [n_tok][n_rows] from the device.
+static void run_mm(const dev_mat &m, const float *dx, int32_t n_tok, float *host_out) {
+    const size_t bytes = sizeof(float) * (size_t)n_tok * (size_t)m.w.n_rows;
+    float *dout = (float *)ct_alloc(bytes);
+    CHECK(k_matmul(NULL, dout, &m.w, dx, n_tok, NULL, 0) == DEV_OK);
+    CHECK(ct_sync() == DEV_OK);
+    ct_download(host_out, dout, bytes);
+    ct_free(dout);
+}
+
+// One type and shape: the reference, batch invariance over n_tokens 1, 3, 8, 37, 130 and
+// a misaligned x.
+static void check_type_shape(int t, int64_t n_rows, int64_t n_cols, uint64_t seed) {
+    const int32_t N = 130;
+    size_t rb;
+    uint8_t *gguf = make_weights(t, n_rows, n_cols, seed, &rb);
+    float *x = (float *)malloc(sizeof(float) * (size_t)N * (size_t)n_cols);
+    ct_fill(x, (size_t)N * (size_t)n_cols, seed + 77, -1.0f, 1.0f);
+    dev_mat m = upload_mat(t, n_rows, n_cols, gguf);
+    float *dx = (float *)ct_upload(x, sizeof(float) * (size_t)N * (size_t)n_cols);
+    const size_t on = (size_t)N * (size_t)n_rows;
+    float *big = (float *)malloc(sizeof(float) * on), *got = (float *)malloc(sizeof(float) * on);
+    run_mm(m, dx, N, big);
+
+    // against the reference
+    float *deq = (float *)malloc(sizeof(float) * (size_t)n_cols);
+    double worst = 0;
+    int bad = 0;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint8_t *row = gguf + (size_t)r * rb;
+        quant_dequantize_row_ref((ggml_type)t, row, deq, n_cols);
+        for (int32_t k = 0; k < N; k++) {
+            const float *xk = x + (size_t)k * (size_t)n_cols;
+            const float want = quant_dot_ref((ggml_type)t, row, xk, n_cols);
+            double mag = 0;
+            for (int64_t i = 0; i < n_cols; i++) mag += fabs((double)deq[i] * xk[i]);
+            const double err = fabs((double)big[(size_t)k * (size_t)n_rows + (size_t)r] - want);
+            const double q = err / (1e-5 * mag + 1e-30);
+            if (q > worst) worst = q;
+            if (q > 1.0 && bad++ < 3)
+                fprintf(stderr, "  %s %lldx%lld: row %lld tok %d: got %.9g want %.9g (sum|wx| %.3g)\n",
+                        quant_traits_of((ggml_type)t)->name, (long long)n_rows, (long long)n_cols, (long long)r,
+                        k, (double)big[(size_t)k * (size_t)n_rows + (size_t)r], (double)want, mag);
+        }
+    }
+    CHECKF(bad == 0, "%s %lldx%lld: %d elements off (worst %.3g of the tolerance)", quant_traits_of((ggml_type)t)->name,
+           (long long)n_rows, (long long)n_cols, bad, worst);
+
+    // batch invariance: rows k0 .. k0+n computed as a batch of n give the same bits
+    static const int32_t ns[] = {1, 3, 8, 37, 130};
+    for (int32_t n : ns) {
+        const int32_t k0 = n == N ? 0 : (int32_t)((seed * 31 + (uint64_t)n) % (uint64_t)(N - n));
+        run_mm(m, dx + (size_t)k0 * (size_t)n_cols, n, got);
+        CHECKF(memcmp(got, big + (size_t)k0 * (size_t)n_rows, sizeof(float) * (size_t)n * (size_t)n_rows) == 0,
+               "%s %lldx%lld: n_tokens %d (rows from %d) differ from the 130-row batch",
+               quant_traits_of((ggml_type)t)->name, (long long)n_rows, (long long)n_cols, n, k0);
+    }
+    // an x that is not 16-byte aligned takes the scalar loads: same bits
+    {
+        const int32_t n = 5;
+        float *dx1 = (float *)ct_alloc(sizeof(float) * ((size_t)n * (size_t)n_cols + 1));
+        CHECK(dev_h2d(dx1 + 1, x, sizeof(float) * (size_t)n * (size_t)n_cols, NULL) == DEV_OK);
+        run_mm(m, dx1 + 1, n, got);
+        CHECKF(memcmp(got, big, sizeof(float) * (size_t)n * (size_t)n_rows) == 0, "%s: misaligned x differs",
+               quant_traits_of((ggml_type)t)->name);
+        ct_free(dx1);
+    }
+    free(deq), free(big), free(got), free(x), free(gguf);
+    ct_free(dx), ct_free(m.d);
+}
+
+static void test_float_types(void) {
+    for (int t : {TY_F32, TY_F16, TY_BF16}) {
+        check_type_shape(t, 37, 301, 11 + (uint64_t)t); // n_cols odd: scalar x, a partial unit
+        check_type_shape(t, 70, 1028, 12 + (uint64_t)t); // > 32 units per row, a half unit
+    }
+}
+
+static void test_block_types(void) {
+    for (int t : {TY_Q8_0, TY_Q4_0, TY_Q5_0}) {
+        check_type_shape(t, 37, 320, 21 + (uint64_t)t);  // 10 blocks: lanes without a unit
+        check_type_shape(t, 70, 1088, 22 + (uint64_t)t); // 34 blocks: lanes with two
+    }
+}
+
+static void test_k_types(void) {
+    for (int t : {TY_Q4_K, TY_Q6_K}) {
+        check_type_shape(t, 37, 256, 31 + (uint64_t)t);
+        check_type_shape(t, 70, 1280, 32 + (uint64_t)t); // 40 sub-blocks
+    }
+}
+
+// A grouped launch (q/k/v-like: three matrices of different heights sharing x) gives
+// each matrix the bits k_matmul gives it.
+static void test_group(void) {
+    for (int t : ALL_TYPES) {
+        const int64_t n_cols = t == TY_Q4_K || t == TY_Q6_K ? 512 : 352;
+        const int64_t heights[3] = {37, 16, 70};
+        const int32_t n_tok[2] = {1, 11};
+        dev_mat m[3];
+        uint8_t *g[3];
+        for (int i = 0; i < 3; i++) {
+            size_t rb;
+            g[i] = make_weights(t, heights[i], n_cols, 40 + (uint64_t)(t * 3 + i), &rb);
+            m[i] = upload_mat(t, heights[i], n_cols, g[i]);
+        }
+        for (int32_t n : n_tok) {
+            float *x = (float *)malloc(sizeof(float) * (size_t)n * (size_t)n_cols);
+            ct_fill(x, (size_t)n * (size_t)n_cols, 99 + (uint64_t)n, -2.0f, 2.0f);
+            float *dx = (float *)ct_upload(x, sizeof(float) * (size_t)n * (size_t)n_cols);
+            float *douts[3];
+            const k_wmat *ws[3];
+            for (int i = 0; i < 3; i++) {
+                douts[i] = (float *)ct_alloc(sizeof(float) * (size_t)n * (size_t)heights[i]);
+                ws[i] = &m[i].w;
+            }
+            CHECK(k_matmul_group(NULL, 3, douts, ws, dx, n, NULL, 0) == DEV_OK);
+            CHECK(ct_sync() == DEV_OK);
+            for (int i = 0; i < 3; i++) {
+                const size_t bytes = sizeof(float) * (size_t)n * (size_t)heights[i];
+                float *a = (float *)malloc(bytes), *b = (float *)malloc(bytes);
+                ct_download(a, douts[i], bytes);
+                run_mm(m[i], dx, n, b);
+                CHECKF(memcmp(a, b, bytes) == 0, "%s: grouped matrix %d (n_tokens %d) differs from k_matmul",
+                       quant_traits_of((ggml_type)t)->name, i, n);
+                free(a), free(b);
+                ct_free(douts[i]);
+            }
+            ct_free(dx);
+            free(x);
+        }
+        for (int i = 0; i < 3; i++) ct_free(m[i].d), free(g[i]);
+    }
+}
+
+// Bad arguments are DEV_ERR with nothing launched, never a crash.
+static void test_bad_args(void) {
+    CHECK(k_matmul_prepared_bytes(TY_Q4_1, 16, 256) == 0);
+    CHECK(k_matmul_prepared_bytes(TY_Q8_0, 16, 100) == 0); // not a multiple of 32
+    CHECK(k_matmul_prepared_bytes(TY_Q4_K, 16, 320) == 0); // not a multiple of 256
+    CHECK(k_matmul_prepared_bytes(TY_F32, 0, 16) == 0);
+    CHECK(k_matmul_prepared_bytes(TY_F32, 16, -1) == 0);
+    CHECK(k_matmul_prepared_bytes(999, 16, 256) == 0);
+    CHECK(k_matmul_scratch_bytes(512, 14336) == 0);
+    uint8_t buf[64] = {0};
+    CHECK(k_matmul_prepare(buf, buf, TY_Q4_1, 1, 32) == DEV_ERR);
+    CHECK(k_matmul_prepare(NULL, buf, TY_F32, 1, 8) == DEV_ERR);
+    CHECK(k_matmul_prepare(buf, NULL, TY_F32, 1, 8) == DEV_ERR);
+
+    size_t rb;
+    uint8_t *g = make_weights(TY_Q8_0, 8, 64, 5, &rb);
+    dev_mat m = upload_mat(TY_Q8_0, 8, 64, g);
+    float x[64];
+    ct_fill(x, 64, 6, -1, 1);
+    float *dx = (float *)ct_upload(x, sizeof x), *dout = (float *)ct_alloc(8 * sizeof(float));
+    CHECK(k_matmul(NULL, dout, &m.w, dx, 0, NULL, 0) == DEV_OK); // nothing to do
+    CHECK(k_matmul(NULL, dout, &m.w, dx, -1, NULL, 0) == DEV_ERR);
+    CHECK(k_matmul(NULL, dout, &m.w, NULL, 1, NULL, 0) == DEV_ERR);
+    CHECK(k_matmul(NULL, NULL, &m.w, dx, 1, NULL, 0) == DEV_ERR);
+    CHECK(k_matmul(NULL, dout, NULL, dx, 1, NULL, 0) == DEV_ERR);
+    k_wmat bad = m.w;
+    bad.type = TY_Q4_1;
+    CHECK(k_matmul(NULL, dout, &bad, dx, 1, NULL, 0) == DEV_ERR);
+    bad = m.w;
+    bad.n_cols = 48;
+    CHECK(k_matmul(NULL, dout, &bad, dx, 1, NULL, 0) == DEV_ERR);
+    bad = m.w;
+    bad.data = (const uint8_t *)m.w.data + 4; // not 16-byte aligned
+    CHECK(k_matmul(NULL, dout, &bad, dx, 1, NULL, 0) == DEV_ERR);
+    bad = m.w;
+    bad.n_rows = (int64_t)1 << 40;
+    CHECK(k_matmul(NULL, dout, &bad, dx, 1, NULL, 0) == DEV_ERR);
+    // a group must share type and n_cols, and hold 1..K_MATMUL_MAX_GROUP matrices
+    k_wmat other = m.w;
+    other.n_cols = 32;
+    const k_wmat *ws[2] = {&m.w, &other};
+    float *outs[2] = {dout, dout};
+    CHECK(k_matmul_group(NULL, 2, outs, ws, dx, 1, NULL, 0) == DEV_ERR);
+    CHECK(k_matmul_group(NULL, 0, outs, ws, dx, 1, NULL, 0) == DEV_ERR);
+    CHECK(k_matmul_group(NULL, K_MATMUL_MAX_GROUP + 1, outs, ws, dx, 1, NULL, 0) == DEV_ERR);
+    CHECK(dev_check_launch() == DEV_OK); // none of these launched anything
+    ct_free(dx), ct_free(dout), ct_free(m.d);
+    free(g);
+}
+
+TEST_MAIN(T(test_float_types), T(test_block_types), T(test_k_types), T(test_group), T(test_bad_args))
