@@ -137,16 +137,6 @@ size_t k_matmul_scratch_bytes(int32_t max_tokens, int64_t max_cols) {
     return 0;
 }
 
-/* Q4_K sub-block j's 6-bit scale and min from the 12 packed bytes (quant_q4_K_scale_min). */
-static __host__ __device__ __forceinline__ void mm_q4k_scale_min(int j, const uint8_t *q, int *sc, int *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
 
 int k_matmul_prepare(void *dst, const void *gguf_data, int type, int64_t n_rows, int64_t n_cols) {
     mm_layout L;
@@ -242,9 +232,29 @@ static __device__ __forceinline__ float mm_int_f(uint32_t q, float bias) {
     return __uint_as_float(0x4B000000u | q) - bias;
 }
 
-/* x[c .. c+8) of one token row, zeros past n_cols. */
-static __device__ __forceinline__ void mm_ld_x8(float *v, const float *xr, int32_t c, int32_t n_cols, bool xv) {
-    if (xv && c + 8 <= n_cols) {
+/* Q4_K sub-block j's 6-bit scale and min (quant_q4_K_scale_min) from the super-block's
+ * first 16 bytes as four words (d, dmin, then the 12 packed scale bytes: byte k of the
+ * scales is byte 4+k of the words), with shifts so that nothing goes to local memory. */
+static __device__ __forceinline__ uint32_t mm_byte(const uint32_t *w, int k) {
+    const int i = k >> 2; /* selects, not an indexed load: w stays in registers */
+    const uint32_t wd = i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];
+    return (wd >> (8 * (k & 3))) & 0xffu;
+}
+static __device__ __forceinline__ void mm_q4k_scale_min_w(int j, const uint32_t *w, int *sc, int *m) {
+    if (j < 4) {
+        *sc = (int)(mm_byte(w, 4 + j) & 63);
+        *m = (int)(mm_byte(w, 8 + j) & 63);
+    } else {
+        *sc = (int)((mm_byte(w, 8 + j) & 0xF) | ((mm_byte(w, j) >> 6) << 4));
+        *m = (int)((mm_byte(w, 8 + j) >> 4) | ((mm_byte(w, 4 + j) >> 6) << 4));
+    }
+}
+
+/* x[c .. c+8) of one token row, zeros past n_cols; VX: c+8 <= n_cols and the row is
+ * 16-byte aligned (two vector loads, no branch). */
+template <bool VX>
+static __device__ __forceinline__ void mm_ld_x8(float *v, const float *xr, int32_t c, int32_t n_cols) {
+    if (VX) {
         const float4 a = __ldg(reinterpret_cast<const float4 *>(xr + c));
         const float4 b = __ldg(reinterpret_cast<const float4 *>(xr + c + 4));
         v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
@@ -264,12 +274,12 @@ static __device__ __forceinline__ float mm_f16(uint32_t bits) {
 }
 
 /* Float types: unit u = elements 8u .. 8u+7. */
-template <int TY, int R, int TT>
+template <int TY, int R, int TT, bool VX>
 static __device__ __forceinline__ void mm_unit_float(float (&acc)[R][TT], const mm_w &W, const int64_t *rows,
-                                                     int32_t u, const float *const *xr, bool xv) {
+                                                     int32_t u, const float *const *xr) {
     float xs[TT][8];
 MM_UNROLL
-    for (int t = 0; t < TT; t++) mm_ld_x8(xs[t], xr[t], 8 * u, W.n_cols, xv);
+    for (int t = 0; t < TT; t++) mm_ld_x8<VX>(xs[t], xr[t], 8 * u, W.n_cols);
     float w[R][8];
 MM_UNROLL
     for (int r = 0; r < R; r++) {
@@ -303,9 +313,9 @@ MM_UNROLL
 }
 
 /* Quantized types: unit u = elements 32u .. 32u+31 (a block, or sub-block u%8 of super-block u/8). */
-template <int TY, int R, int TT>
+template <int TY, int R, int TT, bool VX>
 static __device__ __forceinline__ void mm_unit_quant(float (&acc)[R][TT], const mm_w &W, const int64_t *rows,
-                                                     int32_t u, const float *const *xr, bool xv) {
+                                                     int32_t u, const float *const *xr) {
     constexpr float bias = TY == MM_Q8_0 ? 0.0f
                          : TY == MM_Q4_0 ? 8388616.0f
                          : TY == MM_Q5_0 ? 8388624.0f
@@ -335,14 +345,11 @@ MM_UNROLL
             if (TY == MM_Q5_0) hb[r][0] = __ldg(reinterpret_cast<const uint32_t *>(W.aux) + ru);
         } else if (TY == MM_Q4_K) {
             const size_t rs = (size_t)rows[r] * (size_t)(W.n_units / 8) + (size_t)(u / 8);
-            union {
-                uint4 v;
-                uint8_t b[16];
-            } m;
-            m.v = __ldg(reinterpret_cast<const uint4 *>(W.sc + rs * 16));
+            const uint4 mv = __ldg(reinterpret_cast<const uint4 *>(W.sc + rs * 16));
+            const uint32_t mw[4] = {mv.x, mv.y, mv.z, mv.w};
             int sc, mn;
-            mm_q4k_scale_min(u % 8, m.b + 4, &sc, &mn);
-            const float d = mm_f16(m.b[0] | (m.b[1] << 8)), dmin = mm_f16(m.b[2] | (m.b[3] << 8));
+            mm_q4k_scale_min_w(u % 8, mw, &sc, &mn);
+            const float d = mm_f16(mw[0] & 0xffffu), dmin = mm_f16(mw[0] >> 16);
             s0[r] = d * (float)sc;     /* exact: 11 x 6 bits */
             s1[r] = -(dmin * (float)mn);
         } else { /* Q6_K */
@@ -367,7 +374,7 @@ MM_UNROLL
         float xs[TT][8];
 MM_UNROLL
         for (int t = 0; t < TT; t++) {
-            mm_ld_x8(xs[t], xr[t], 32 * u + 8 * pc, W.n_cols, xv);
+            mm_ld_x8<VX>(xs[t], xr[t], 32 * u + 8 * pc, W.n_cols);
             if (TY == MM_Q4_K)
 MM_UNROLL
                 for (int i = 0; i < 8; i++) sx[t] += xs[t][i];
@@ -433,11 +440,30 @@ MM_UNROLL
     for (int r = 0; r < R; r++)
 MM_UNROLL
         for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
-    for (int32_t u = lane; u < W.n_units; u += 32) {
-        if (TY == MM_F32 || TY == MM_F16 || TY == MM_BF16)
-            mm_unit_float<TY, R, TT>(acc, W, rows, u, xr, xv != 0);
+    /* Lane l takes units l, l+32, ... in order: first those whose x can be read with
+     * vector loads (every unit when x is 16-byte aligned, but a float row's partial
+     * last one), then the rest with guarded scalar loads. Same units, same order, same
+     * arithmetic either way; the split only keeps branches out of the main loop. */
+    constexpr bool kFloat = TY == MM_F32 || TY == MM_F16 || TY == MM_BF16;
+    const int32_t n_vec = !xv ? 0 : kFloat ? W.n_cols / 8 : W.n_units;
+    /* decode shapes: four units in flight per lane (an unrolled body's loads are issued
+     * before its FMAs: __ldg cannot alias a store) */
+    int32_t u = lane;
+#if !defined(IFD_SIMT_EMU)
+    constexpr int kUnroll = R * TT <= 2 ? 4 : 1;
+#pragma unroll kUnroll
+#endif
+    for (; u < n_vec; u += 32) {
+        if (kFloat)
+            mm_unit_float<TY, R, TT, true>(acc, W, rows, u, xr);
         else
-            mm_unit_quant<TY, R, TT>(acc, W, rows, u, xr, xv != 0);
+            mm_unit_quant<TY, R, TT, true>(acc, W, rows, u, xr);
+    }
+    for (; u < W.n_units; u += 32) {
+        if (kFloat)
+            mm_unit_float<TY, R, TT, false>(acc, W, rows, u, xr);
+        else
+            mm_unit_quant<TY, R, TT, false>(acc, W, rows, u, xr);
     }
 MM_UNROLL
     for (int r = 0; r < R; r++)
