@@ -88,10 +88,9 @@ static void run_mm(const dev_mat &m, const float *dx, int32_t n_tok, float *host
     ct_free(dout);
 }
 
-// One type and shape: the reference, batch invariance over n_tokens 1, 3, 8, 37, 130 and
-// a misaligned x.
-static void check_type_shape(int t, int64_t n_rows, int64_t n_cols, uint64_t seed) {
-    const int32_t N = 130;
+// One type and shape: the reference over N token rows, batch invariance (every n_tokens
+// of ns below N: rows k0 .. k0+n as a batch of their own) and a misaligned x.
+static void check_type_shape(int t, int64_t n_rows, int64_t n_cols, uint64_t seed, int32_t N = 130) {
     size_t rb;
     uint8_t *gguf = make_weights(t, n_rows, n_cols, seed, &rb);
     float *x = (float *)malloc(sizeof(float) * (size_t)N * (size_t)n_cols);
@@ -127,8 +126,10 @@ static void check_type_shape(int t, int64_t n_rows, int64_t n_cols, uint64_t see
            (long long)n_rows, (long long)n_cols, bad, worst);
 
     // batch invariance: rows k0 .. k0+n computed as a batch of n give the same bits
-    static const int32_t ns[] = {1, 3, 8, 37, 130};
+    // 1: the decode shape; 2, 3..4, 5..8: the skinny ones; more: 8-token tiles
+    static const int32_t ns[] = {1, 2, 3, 4, 5, 8, 9, 37, 130};
     for (int32_t n : ns) {
+        if (n > N) continue;
         const int32_t k0 = n == N ? 0 : (int32_t)((seed * 31 + (uint64_t)n) % (uint64_t)(N - n));
         run_mm(m, dx + (size_t)k0 * (size_t)n_cols, n, got);
         CHECKF(memcmp(got, big + (size_t)k0 * (size_t)n_rows, sizeof(float) * (size_t)n * (size_t)n_rows) == 0,
@@ -137,7 +138,7 @@ static void check_type_shape(int t, int64_t n_rows, int64_t n_cols, uint64_t see
     }
     // an x that is not 16-byte aligned takes the scalar loads: same bits
     {
-        const int32_t n = 5;
+        const int32_t n = N < 5 ? N : 5;
         float *dx1 = (float *)ct_alloc(sizeof(float) * ((size_t)n * (size_t)n_cols + 1));
         CHECK(dev_h2d(dx1 + 1, x, sizeof(float) * (size_t)n * (size_t)n_cols, NULL) == DEV_OK);
         run_mm(m, dx1 + 1, n, got);
@@ -168,6 +169,12 @@ static void test_k_types(void) {
         check_type_shape(t, 37, 256, 31 + (uint64_t)t);
         check_type_shape(t, 70, 1280, 32 + (uint64_t)t); // 40 sub-blocks
     }
+}
+
+// Long rows (the decode loop's unrolled body and its remainder on a GPU: n_units not a
+// multiple of 4*32), fewer token rows.
+static void test_long_rows(void) {
+    for (int t : ALL_TYPES) check_type_shape(t, 19, t == TY_F32 || t == TY_F16 || t == TY_BF16 ? 4100 : 4352, 50 + (uint64_t)t, 9);
 }
 
 // A grouped launch (q/k/v-like: three matrices of different heights sharing x) gives
@@ -263,4 +270,86 @@ static void test_bad_args(void) {
     free(g);
 }
 
-TEST_MAIN(T(test_float_types), T(test_block_types), T(test_k_types), T(test_group), T(test_bad_args))
+#if !CT_EMULATED
+#include <time.h>
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// On a GPU only: the llama3-8b FFN shapes (14336 x 4096 and 4096 x 14336) of every type,
+// checked on sampled rows against the reference (same tolerance as above), and timed:
+// batch-1 decode as GB/s of the prepared weights (the figure to hold against the
+// device-to-device copy bandwidth measured here first), 8 and 128 token rows as TFLOP/s.
+static void test_gpu_timing(void) {
+    const size_t cb = (size_t)1 << 30;
+    void *ca = ct_alloc(cb), *cbuf = ct_alloc(cb);
+    CHECK(dev_d2d(cbuf, ca, cb, NULL) == DEV_OK);
+    CHECK(ct_sync() == DEV_OK);
+    double t0 = now_s();
+    for (int i = 0; i < 10; i++) CHECK(dev_d2d(cbuf, ca, cb, NULL) == DEV_OK);
+    CHECK(ct_sync() == DEV_OK);
+    const double copy_gbs = 10.0 * 2.0 * (double)cb / (now_s() - t0) / 1e9;
+    printf("  device copy: %.0f GB/s (read + write)\n", copy_gbs);
+    ct_free(ca), ct_free(cbuf);
+    const int64_t shapes[2][2] = {{14336, 4096}, {4096, 14336}};
+    for (int t : ALL_TYPES)
+        for (int si = 0; si < 2; si++) {
+            const int64_t n_rows = shapes[si][0], n_cols = shapes[si][1];
+            size_t rb;
+            uint8_t *g = make_weights(t, n_rows, n_cols, 70 + (uint64_t)t, &rb);
+            dev_mat m = upload_mat(t, n_rows, n_cols, g);
+            const size_t pb = k_matmul_prepared_bytes(t, n_rows, n_cols);
+            const int32_t NT = 128;
+            float *x = (float *)malloc(sizeof(float) * (size_t)NT * (size_t)n_cols);
+            ct_fill(x, (size_t)NT * (size_t)n_cols, 71, -1.0f, 1.0f);
+            float *dx = (float *)ct_upload(x, sizeof(float) * (size_t)NT * (size_t)n_cols);
+            float *dout = (float *)ct_alloc(sizeof(float) * (size_t)NT * (size_t)n_rows);
+            float *out = (float *)malloc(sizeof(float) * (size_t)NT * (size_t)n_rows);
+            double rate[3];
+            const int32_t nts[3] = {1, 8, NT};
+            for (int k = 0; k < 3; k++) {
+                const int32_t nt = nts[k], reps = nt == 1 ? 50 : 10;
+                CHECK(k_matmul(NULL, dout, &m.w, dx, nt, NULL, 0) == DEV_OK);
+                CHECK(ct_sync() == DEV_OK);
+                t0 = now_s();
+                for (int i = 0; i < reps; i++) CHECK(k_matmul(NULL, dout, &m.w, dx, nt, NULL, 0) == DEV_OK);
+                CHECK(ct_sync() == DEV_OK);
+                const double dt = (now_s() - t0) / reps;
+                rate[k] = nt == 1 ? (double)pb / dt / 1e9 : 2.0 * (double)nt * (double)n_rows * (double)n_cols / dt / 1e12;
+                if (nt == NT) { // the last run's output, sampled rows
+                    ct_download(out, dout, sizeof(float) * (size_t)NT * (size_t)n_rows);
+                    float *deq = (float *)malloc(sizeof(float) * (size_t)n_cols);
+                    int bad = 0;
+                    for (int64_t r = 0; r < n_rows; r += 997) {
+                        const uint8_t *row = g + (size_t)r * rb;
+                        quant_dequantize_row_ref((ggml_type)t, row, deq, n_cols);
+                        for (int32_t tk = 0; tk < NT; tk += 37) {
+                            const float *xk = x + (size_t)tk * (size_t)n_cols;
+                            double mag = 0;
+                            for (int64_t i = 0; i < n_cols; i++) mag += fabs((double)deq[i] * xk[i]);
+                            const double want = quant_dot_ref((ggml_type)t, row, xk, n_cols);
+                            bad += fabs((double)out[(size_t)tk * (size_t)n_rows + (size_t)r] - want) > 1e-5 * mag + 1e-30;
+                        }
+                    }
+                    CHECKF(bad == 0, "%s %lldx%lld: %d sampled elements off", quant_traits_of((ggml_type)t)->name,
+                           (long long)n_rows, (long long)n_cols, bad);
+                    free(deq);
+                }
+            }
+            printf("  %-5s %5lld x %5lld: decode %6.0f GB/s (%.0f%% of copy), 8 rows %.2f TFLOP/s, %d rows %.2f TFLOP/s\n",
+                   quant_traits_of((ggml_type)t)->name, (long long)n_rows, (long long)n_cols, rate[0],
+                   100.0 * rate[0] / copy_gbs, rate[1], NT, rate[2]);
+            free(x), free(out), free(g);
+            ct_free(dx), ct_free(dout), ct_free(m.d);
+        }
+}
+#endif
+
+TEST_MAIN(T(test_float_types), T(test_block_types), T(test_k_types), T(test_long_rows), T(test_group), T(test_bad_args)
+#if !CT_EMULATED
+              ,
+          T(test_gpu_timing)
+#endif
+)
