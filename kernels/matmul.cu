@@ -32,8 +32,9 @@
  * fmaf(-dmin*m, sum x_i, acc)). Then the warp adds its 32 accumulators with the xor
  * butterfly 16, 8, 4, 2, 1. Every launch shape runs exactly this (how many rows a warp
  * holds, R, and how many token rows, TT, only change which elements share loads), with
- * explicit fmaf and exact conversions only, so the GPU and the emulation give the same
- * bits, and a row's result never depends on n_tokens or on its neighbours in x.
+ * explicit fmaf and exact conversions only, so a row's result never depends on n_tokens
+ * or on its neighbours in x, and the GPU must give the emulation's bits (test_matmul
+ * checks every type against this order written out on the host, bit for bit).
  *
  * Shapes: n_tokens 1 -> R=2, TT=1 (decode: the weights are streamed once); <= 2, <= 4
  * -> R=4, TT=2/4; more -> R=4, TT=8 token tiles over grid.x, row groups over grid.y, so

@@ -59,6 +59,106 @@ static uint8_t *make_weights(int t, int64_t n_rows, int64_t n_cols, uint64_t see
     return w;
 }
 
+// The kernel's arithmetic written out on the host (matmul.cu's header: lane l takes the
+// units l, l+32, ...; fmaf per element; the per-unit scale; the xor butterfly), from the
+// GGUF bytes through quant.c's element order. fmaf is correctly rounded on both sides,
+// so the device must give these bits exactly: under emulation this pins the documented
+// order, on a GPU it shows that nvcc contracted or reordered nothing.
+static bool is_float_type(int t) { return t == TY_F32 || t == TY_F16 || t == TY_BF16; }
+// Integer values (zero point removed) and scales of quantized unit u (32 elements).
+static void unit_ints(int t, const uint8_t *row, int64_t u, int *q, float *s0, float *s1) {
+    *s1 = 0.0f;
+    if (t == TY_Q8_0 || t == TY_Q4_0 || t == TY_Q5_0) {
+        const uint8_t *b = row + u * (t == TY_Q8_0 ? 34 : t == TY_Q4_0 ? 18 : 22);
+        ifd_fp16 d;
+        memcpy(&d, b, 2);
+        *s0 = ifd_fp16_to_f32(d);
+        uint32_t qh = 0;
+        if (t == TY_Q5_0) memcpy(&qh, b + 2, 4);
+        const uint8_t *qs = b + (t == TY_Q5_0 ? 6 : 2);
+        for (int e = 0; e < 32; e++) {
+            if (t == TY_Q8_0) {
+                q[e] = (int8_t)qs[e];
+            } else {
+                const int nib = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
+                q[e] = t == TY_Q4_0 ? nib - 8 : (nib | (int)(((qh >> e) & 1) << 4)) - 16;
+            }
+        }
+        return;
+    }
+    int all[256]; // the super-block's integers in quant.c's deq loop order
+    const int j = (int)(u % 8);
+    if (t == TY_Q4_K) {
+        const uint8_t *b = row + (u / 8) * 144, *qs = b + 16;
+        ifd_fp16 d, dmin;
+        memcpy(&d, b, 2), memcpy(&dmin, b + 2, 2);
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++) {
+                all[64 * k + l] = qs[32 * k + l] & 15;
+                all[64 * k + 32 + l] = qs[32 * k + l] >> 4;
+            }
+        uint8_t sc, m;
+        quant_q4_K_scale_min(j, b + 4, &sc, &m);
+        *s0 = ifd_fp16_to_f32(d) * (float)sc;
+        *s1 = -(ifd_fp16_to_f32(dmin) * (float)m);
+    } else { // Q6_K
+        const uint8_t *b = row + (u / 8) * 210;
+        const uint8_t *ql = b, *qh = b + 128;
+        const int8_t *sc = (const int8_t *)(b + 192);
+        ifd_fp16 d;
+        memcpy(&d, b + 208, 2);
+        for (int n = 0; n < 2; n++)
+            for (int l = 0; l < 32; l++) {
+                const uint8_t *L = ql + 64 * n, *H = qh + 32 * n;
+                all[128 * n + l] = (int)((L[l] & 0xF) | (((H[l] >> 0) & 3) << 4)) - 32;
+                all[128 * n + l + 32] = (int)((L[l + 32] & 0xF) | (((H[l] >> 2) & 3) << 4)) - 32;
+                all[128 * n + l + 64] = (int)((L[l] >> 4) | (((H[l] >> 4) & 3) << 4)) - 32;
+                all[128 * n + l + 96] = (int)((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4)) - 32;
+            }
+        *s0 = ifd_fp16_to_f32(d) * (float)sc[2 * j];
+        *s1 = ifd_fp16_to_f32(d) * (float)sc[2 * j + 1];
+    }
+    for (int e = 0; e < 32; e++) q[e] = all[32 * j + e];
+}
+static float model_dot(int t, const uint8_t *row, const float *x, int64_t n_cols) {
+    float v[32];
+    const int64_t n_units = is_float_type(t) ? (n_cols + 7) / 8 : n_cols / 32;
+    float *deq = (float *)malloc(sizeof(float) * (size_t)n_cols);
+    if (is_float_type(t)) quant_dequantize_row_ref((ggml_type)t, row, deq, n_cols); // exact
+    for (int l = 0; l < 32; l++) {
+        float acc = 0.0f;
+        for (int64_t u = l; u < n_units; u += 32) {
+            if (is_float_type(t)) {
+                for (int64_t c = 8 * u; c < 8 * u + 8; c++)
+                    acc = fmaf(c < n_cols ? deq[c] : 0.0f, c < n_cols ? x[c] : 0.0f, acc);
+                continue;
+            }
+            int q[32];
+            float s0, s1, p0 = 0.0f, p1 = 0.0f, sx = 0.0f;
+            unit_ints(t, row, u, q, &s0, &s1);
+            const float *xu = x + 32 * u;
+            for (int e = 0; e < 32; e++) {
+                if (t == TY_Q6_K && e >= 16)
+                    p1 = fmaf((float)q[e], xu[e], p1);
+                else
+                    p0 = fmaf((float)q[e], xu[e], p0);
+                sx += xu[e];
+            }
+            acc = fmaf(s0, p0, acc);
+            if (t == TY_Q6_K) acc = fmaf(s1, p1, acc);
+            if (t == TY_Q4_K) acc = fmaf(s1, sx, acc);
+        }
+        v[l] = acc;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float nv[32];
+        for (int l = 0; l < 32; l++) nv[l] = v[l] + v[l ^ o];
+        memcpy(v, nv, sizeof v);
+    }
+    free(deq);
+    return v[0];
+}
+
 struct dev_mat {
     k_wmat w;
     void *d;
@@ -124,6 +224,19 @@ static void check_type_shape(int t, int64_t n_rows, int64_t n_cols, uint64_t see
     }
     CHECKF(bad == 0, "%s %lldx%lld: %d elements off (worst %.3g of the tolerance)", quant_traits_of((ggml_type)t)->name,
            (long long)n_rows, (long long)n_cols, bad, worst);
+
+    // the documented arithmetic, bit for bit (first and last token rows)
+    int off = 0;
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int32_t k : {0, N - 1}) {
+            const float want = model_dot(t, gguf + (size_t)r * rb, x + (size_t)k * (size_t)n_cols, n_cols);
+            const float g = big[(size_t)k * (size_t)n_rows + (size_t)r];
+            if (memcmp(&g, &want, sizeof g) != 0 && off++ < 3)
+                fprintf(stderr, "  %s: row %lld tok %d: %.9g, the documented order gives %.9g\n",
+                        quant_traits_of((ggml_type)t)->name, (long long)r, k, (double)g, (double)want);
+        }
+    CHECKF(off == 0, "%s %lldx%lld: %d elements not in the documented order's bits", quant_traits_of((ggml_type)t)->name,
+           (long long)n_rows, (long long)n_cols, off);
 
     // batch invariance: rows k0 .. k0+n computed as a batch of n give the same bits
     // 1: the decode shape; 2, 3..4, 5..8: the skinny ones; more: 8-token tiles
