@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "backend/cuda/devrt.h"
+#include "devrt.h"
 
 using namespace IFD_NS;
 

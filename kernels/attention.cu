@@ -21,7 +21,7 @@
  * stores (acc, m, l), and k_attn_merge folds them in the same order with the same code.
  * The launcher picks grids and whether to split from sizes only; no choice changes the
  * operations that produce a row. */
-#include "backend/cuda/simt.h"
+#include "simt.h"
 
 #include "attention.h"
 

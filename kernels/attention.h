@@ -12,7 +12,7 @@
 #ifndef INFERD_KERNELS_ATTENTION_H
 #define INFERD_KERNELS_ATTENTION_H
 
-#include "backend/cuda/devrt.h"
+#include "devrt.h"
 
 IFD_NS_BEGIN
 

@@ -18,14 +18,14 @@
  *     rows copied to their cache slot.
  * Device code rounds each product where the reference does (mul_rn below): nvcc would
  * otherwise fuse a*b - c into one FMA and differ from the C loop in the last bit. */
-#include "backend/cuda/simt.h"
+#include "simt.h"
 
 #include <string.h>
 
 #include "elementwise.h"
 
 extern "C" {
-#include "model/quant.h"
+#include "ktypes.h"
 }
 
 IFD_NS_BEGIN
@@ -41,9 +41,6 @@ constexpr int EMB_THREADS = 256;
 constexpr int ROPE_THREADS = 256;
 constexpr int ROPE_MAX_HEAD_DIM = 512;
 
-static_assert(sizeof(block_q8_0) == 34 && sizeof(block_q4_0) == 18 && sizeof(block_q5_0) == 22 &&
-                  sizeof(block_q4_K) == 144 && sizeof(block_q6_K) == 210,
-              "GGUF block layouts");
 
 /* Products and sums rounded one at a time (no contraction into an FMA on the device). */
 __device__ __forceinline__ float mul_rn(float a, float b) {
@@ -275,23 +272,23 @@ __device__ __forceinline__ float half_at(const uint8_t *p) {
 /* Element e of a row of the given type (the reference's dequantization, element-wise). */
 __device__ __forceinline__ float deq_elem(int type, const uint8_t *row, int64_t e) {
     switch (type) {
-    case GGML_TYPE_F32: return reinterpret_cast<const float *>(row)[e];
-    case GGML_TYPE_F16: return half_at(row + 2 * e);
-    case GGML_TYPE_BF16: {
+    case K_F32: return reinterpret_cast<const float *>(row)[e];
+    case K_F16: return half_at(row + 2 * e);
+    case K_BF16: {
         const uint32_t bits = (uint32_t)reinterpret_cast<const uint16_t *>(row)[e] << 16;
         return __uint_as_float(bits);
     }
-    case GGML_TYPE_Q8_0: {
+    case K_Q8_0: {
         const uint8_t *b = row + (e / 32) * 34;
         return mul_rn(half_at(b), (float)(int8_t)b[2 + e % 32]);
     }
-    case GGML_TYPE_Q4_0: {
+    case K_Q4_0: {
         const uint8_t *b = row + (e / 32) * 18;
         const int j = (int)(e % 32);
         const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
         return mul_rn(half_at(b), (float)(q - 8));
     }
-    case GGML_TYPE_Q5_0: {
+    case K_Q5_0: {
         const uint8_t *b = row + (e / 32) * 22;
         const int j = (int)(e % 32);
         const uint32_t qh = (uint32_t)b[2] | ((uint32_t)b[3] << 8) | ((uint32_t)b[4] << 16) |
@@ -300,7 +297,7 @@ __device__ __forceinline__ float deq_elem(int type, const uint8_t *row, int64_t 
         const int q = (int)(lo4 | (((qh >> j) & 1u) << 4)) - 16;
         return mul_rn(half_at(b), (float)q);
     }
-    case GGML_TYPE_Q4_K: {
+    case K_Q4_K: {
         const uint8_t *b = row + (e / 256) * 144;
         const int w = (int)(e % 256), sub = w / 32, l = w % 32;
         const uint8_t *sc6 = b + 4, *qs = b + 16;
@@ -317,7 +314,7 @@ __device__ __forceinline__ float deq_elem(int type, const uint8_t *row, int64_t 
         const float d1 = mul_rn(half_at(b), (float)sc), m1 = mul_rn(half_at(b + 2), (float)m);
         return sub_rn(mul_rn(d1, (float)q), m1);
     }
-    case GGML_TYPE_Q6_K: {
+    case K_Q6_K: {
         const uint8_t *b = row + (e / 256) * 210;
         const int w = (int)(e % 256), h = w / 128, g = (w % 128) / 32, l = w % 32;
         const uint8_t *ql = b + h * 64, *qh = b + 128 + h * 32;
@@ -350,14 +347,14 @@ static void type_geometry(int type, int64_t *bs, int64_t *bb) {
     *bs = 0;
     *bb = 0;
     switch (type) {
-    case GGML_TYPE_F32: *bs = 1, *bb = 4; break;
-    case GGML_TYPE_F16:
-    case GGML_TYPE_BF16: *bs = 1, *bb = 2; break;
-    case GGML_TYPE_Q8_0: *bs = QK8_0, *bb = sizeof(block_q8_0); break;
-    case GGML_TYPE_Q4_0: *bs = QK4_0, *bb = sizeof(block_q4_0); break;
-    case GGML_TYPE_Q5_0: *bs = QK4_0, *bb = sizeof(block_q5_0); break;
-    case GGML_TYPE_Q4_K: *bs = QK_K, *bb = sizeof(block_q4_K); break;
-    case GGML_TYPE_Q6_K: *bs = QK_K, *bb = sizeof(block_q6_K); break;
+    case K_F32: *bs = 1, *bb = 4; break;
+    case K_F16:
+    case K_BF16: *bs = 1, *bb = 2; break;
+    case K_Q8_0: *bs = K_QK8_0, *bb = K_Q8_0_BYTES; break;
+    case K_Q4_0: *bs = K_QK4_0, *bb = K_Q4_0_BYTES; break;
+    case K_Q5_0: *bs = K_QK4_0, *bb = K_Q5_0_BYTES; break;
+    case K_Q4_K: *bs = K_QK_K, *bb = K_Q4_K_BYTES; break;
+    case K_Q6_K: *bs = K_QK_K, *bb = K_Q6_K_BYTES; break;
     default: break;
     }
 }
@@ -487,7 +484,7 @@ int k_embed_flagged(dev_stream s, float *out, const void *emb, int type, int64_t
     if (bs == 0 || n_cols <= 0 || n_cols % bs != 0 || n < 0 || n_vocab <= 0) return DEV_ERR;
     if ((uint64_t)row_bytes < (uint64_t)(n_cols / bs) * (uint64_t)bb) return DEV_ERR;
     /* 16-bit fields (every type's scales) and f32 elements are read in place */
-    const size_t align = type == GGML_TYPE_F32 ? 4 : 2;
+    const size_t align = type == K_F32 ? 4 : 2;
     if (((uintptr_t)emb % align) != 0 || row_bytes % align != 0) return DEV_ERR;
     if (n == 0) return DEV_OK;
     if (!out || !emb || !ids) return DEV_ERR;
@@ -503,25 +500,22 @@ int k_embed(dev_stream s, float *out, const void *emb, int type, int64_t n_cols,
 
 int k_rope_store(dev_stream s, float *q, float *k, const float *v, float *k_cache, float *v_cache,
                  const int32_t *positions, const int32_t *slot_mapping, int32_t n_tokens,
-                 int32_t n_heads, int32_t n_kv_heads, rope_params rp, const float *freq_div) {
+                 int32_t n_heads, int32_t n_kv_heads, k_rope rp, const float *freq_div) {
     const int32_t hd = rp.head_dim;
     if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || hd <= 0 || hd > ROPE_MAX_HEAD_DIM)
         return DEV_ERR;
     if (rp.n_rot <= 0 || rp.n_rot > hd || rp.n_rot % 2 != 0) return DEV_ERR;
-    /* the layout is a C enum the host may hold any int in: read it as one (C++ may not
+    /* the layout is checked (any int may arrive from the host; C++ may not
      * load an enum outside its values) */
-    int layout;
-    static_assert(sizeof layout == sizeof rp.layout, "rope_layout is an int");
-    memcpy(&layout, &rp.layout, sizeof layout);
-    if (layout != ROPE_NORM && layout != ROPE_NEOX) return DEV_ERR;
-    if ((rp.freq_div != NULL) != (freq_div != NULL)) return DEV_ERR;
+    const int layout = rp.layout;
+    if (layout != K_ROPE_NORM && layout != K_ROPE_NEOX) return DEV_ERR;
     if ((int64_t)n_heads * hd > INT32_MAX || (int64_t)n_kv_heads * hd > INT32_MAX) return DEV_ERR;
     if (n_tokens == 0) return DEV_OK;
     if (!q || !k || !v || !k_cache || !v_cache || !positions || !slot_mapping) return DEV_ERR;
     const int vec = ((int64_t)n_kv_heads * hd) % 4 == 0 && aligned16(k) && aligned16(v) &&
                     aligned16(k_cache) && aligned16(v_cache);
     IFD_LAUNCH(k_rope_store_kernel, n_tokens, ROPE_THREADS, 0, s, q, k, v, k_cache, v_cache, positions,
-               slot_mapping, n_heads, n_kv_heads, hd, rp.n_rot, layout == ROPE_NEOX ? 1 : 0, rp.base,
+               slot_mapping, n_heads, n_kv_heads, hd, rp.n_rot, layout == K_ROPE_NEOX ? 1 : 0, rp.base,
                rp.freq_scale, freq_div, vec);
     return dev_check_launch();
 }

@@ -24,13 +24,11 @@
  * Driven by the backend's one thread (kernels run on its stream). */
 #ifndef INFERD_KERNELS_ELEMENTWISE_H
 #define INFERD_KERNELS_ELEMENTWISE_H
-#include "backend/cuda/simt.h"
+#include "simt.h"
 
-#include "backend/cuda/devrt.h"
+#include "devrt.h"
 
-extern "C" {
-#include "backend/forward.h" /* rope_params */
-}
+#include "ktypes.h"
 
 IFD_NS_BEGIN
 
@@ -71,12 +69,11 @@ int k_swiglu(dev_stream s, float *out, const float *gate, const float *up, int64
  * (rp: layout, n_rot <= head_dim, base, freq_scale, and llama3's divisors), then store
  * k[t] and v[t] in k_cache / v_cache ([n_slots][n_kv_heads][head_dim]) at slot
  * slot_mapping[t]; -1 (a padding row) stores nothing. Slots are validated by the caller
- * (fwd_check_batch). rp is the host struct: its freq_div pointer (host memory) only says
- * whether there are divisors; freq_div is their device copy ([n_rot/2]), NULL exactly
- * when rp.freq_div is (a mismatch is DEV_ERR). head_dim <= 512, n_rot even and > 0. */
+ * (fwd_check_batch). freq_div: llama3's per-frequency divisors on the device
+ * ([n_rot/2]), or NULL. head_dim <= 512, n_rot even and > 0. */
 int k_rope_store(dev_stream s, float *q, float *k, const float *v, float *k_cache, float *v_cache,
                  const int32_t *positions, const int32_t *slot_mapping, int32_t n_tokens,
-                 int32_t n_heads, int32_t n_kv_heads, rope_params rp, const float *freq_div);
+                 int32_t n_heads, int32_t n_kv_heads, k_rope rp, const float *freq_div);
 
 IFD_NS_END
 

@@ -46,7 +46,7 @@
  *
  * Registers (ptxas -v, sm_90): decode 48-79, the 8-token tiles up to 255 for the
  * quantized types, no spills; sm_80 spills a few bytes in five of them. */
-#include "backend/cuda/simt.h"
+#include "simt.h"
 
 #include "matmul.h"
 

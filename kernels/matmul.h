@@ -17,8 +17,8 @@
 #ifndef INFERD_KERNELS_MATMUL_H
 #define INFERD_KERNELS_MATMUL_H
 
-#include "backend/cuda/devrt.h"
-#include "backend/cuda/simt.h"
+#include "devrt.h"
+#include "simt.h"
 
 IFD_NS_BEGIN
 

@@ -30,7 +30,7 @@
 
 #include "sample.h"
 
-#include "backend/cuda/devrt.h"
+#include "devrt.h"
 
 IFD_NS_BEGIN
 

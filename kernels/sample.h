@@ -16,7 +16,7 @@
  * Device code; the launcher runs on the thread that drives the device. */
 #ifndef INFERD_KERNELS_SAMPLE_H
 #define INFERD_KERNELS_SAMPLE_H
-#include "backend/cuda/devrt.h"
+#include "devrt.h"
 
 IFD_NS_BEGIN
 

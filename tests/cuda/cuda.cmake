@@ -54,3 +54,10 @@ if(INFERD_HAVE_EMU)
     add_dependencies(emu_tests emu_${name})
   endforeach()
 endif()
+# The engine equivalence tests (prefix cache on/off, preemption, chunk sizes, batch
+# invariance, n > 1, abort, penalties) again, on the CUDA backend under the emulation.
+if(INFERD_HAVE_EMU)
+  add_test(NAME test_engine_emu COMMAND test_engine WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_engine_emu PROPERTIES LABELS "e2e;emu" ENVIRONMENT "INFERD_TEST_DEVICE=emu"
+    SKIP_RETURN_CODE 77 TIMEOUT 1500)
+endif()

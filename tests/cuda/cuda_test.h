@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../unit/test_util.h"
-#include "backend/cuda/devrt.h"
+#include "devrt.h"
 
 using namespace IFD_NS;
 

@@ -61,6 +61,16 @@ static void make_prompts(prompt *p, int n, unsigned seed, bool shared_prefix) {
 
 /* Run prompts through a fresh non-threaded engine; sequential == true submits each
  * after the previous finished (so the prefix cache can hit), else all at once. */
+/* The engine's defaults, on the device INFERD_TEST_DEVICE names (cpu|cuda|emu; ctest
+ * runs this file again as test_engine_emu: the CUDA backend under the SIMT emulation). */
+static void opts_default(inferd_engine_options *o) {
+    inferd_engine_options_default(o);
+    const char *d = getenv("INFERD_TEST_DEVICE");
+    if (d && !strcmp(d, "emu")) o->device = INFERD_DEVICE_EMU;
+    else if (d && !strcmp(d, "cuda")) o->device = INFERD_DEVICE_CUDA;
+    else if (d && !strcmp(d, "cpu")) o->device = INFERD_DEVICE_CPU;
+}
+
 static bool run(const inferd_engine_options *base, const prompt *p, int n, bool sequential,
                 result *out, inferd_stats *st) {
     inferd_engine_options o = *base;
@@ -121,7 +131,7 @@ static result R0[32], R1[32];
 
 static void test_prefix_caching_on_off(void) {
     inferd_engine_options o;
-    inferd_engine_options_default(&o);
+    opts_default(&o);
     make_prompts(P, NP, 11, true);
     inferd_stats s0, s1;
     o.enable_prefix_caching = false;
@@ -135,7 +145,7 @@ static void test_prefix_caching_on_off(void) {
 
 static void test_preemption(void) {
     inferd_engine_options o;
-    inferd_engine_options_default(&o);
+    opts_default(&o);
     make_prompts(P, NP, 12, false);
     inferd_stats s0, s1;
     CHECK(run(&o, P, NP, false, R0, &s0));
@@ -151,7 +161,7 @@ static void test_preemption(void) {
 static void test_chunk_sizes(void) {
     make_prompts(P, 4, 13, false);
     inferd_engine_options o;
-    inferd_engine_options_default(&o);
+    opts_default(&o);
     o.max_num_batched_tokens = 4096; /* whole prompt in one step */
     CHECK(run(&o, P, 4, false, R0, NULL));
     const int chunks[] = {1, 7, 64};
@@ -168,7 +178,7 @@ static void test_chunk_sizes(void) {
 static void test_batch_invariance(void) {
     make_prompts(P, 32, 14, false);
     inferd_engine_options o;
-    inferd_engine_options_default(&o);
+    opts_default(&o);
     CHECK(run(&o, P, 1, false, R0, NULL)); /* request 0 alone */
     CHECK(run(&o, P, 32, false, R1, NULL)); /* among 31 others */
     CHECK(compare(R0, R1, 1, "alone vs 32") == 0);
@@ -188,7 +198,7 @@ static void on_multi(const inferd_output *o, void *user) {
 
 static inferd_engine *make_engine(void) {
     inferd_engine_options o;
-    inferd_engine_options_default(&o);
+    opts_default(&o);
     o.model_path = MODEL;
     o.threaded = false;
     char err[256];
@@ -201,7 +211,7 @@ static void test_n_fork(void) {
     make_prompts(P, 1, 15, false);
     P[0].n = 37; /* not a multiple of the block size: the last block is shared and partial */
     inferd_engine_options o;
-    inferd_engine_options_default(&o);
+    opts_default(&o);
     CHECK(run(&o, P, 1, false, R0, NULL));
     inferd_engine *e = make_engine();
     if (!e) return;
@@ -259,7 +269,7 @@ static multi MF[NF];
 static bool run_forked(int32_t max_seqs, int32_t budget, const prompt *p, int np, int32_t n,
                        float temperature, multi *out) {
     inferd_engine_options o;
-    inferd_engine_options_default(&o);
+    opts_default(&o);
     o.model_path = MODEL;
     o.threaded = false;
     o.max_num_seqs = max_seqs;
@@ -322,7 +332,7 @@ static void test_n_fork_few_seats(void) {
     make_prompts(P, NF, 17, true); /* shared prefix: the prefix cache serves waiting choices */
     P[0].n = 37;
     inferd_engine_options o;
-    inferd_engine_options_default(&o);
+    opts_default(&o);
     CHECK(run(&o, P, NF, false, R0, NULL));
     const int32_t seats[] = {1, 2, 4, 8};
     for (int c = 0; c < 4; c++) {
@@ -350,7 +360,7 @@ static void test_n_fork_few_seats(void) {
 static void test_abort(void) {
     make_prompts(P, 4, 16, false);
     inferd_engine_options o;
-    inferd_engine_options_default(&o);
+    opts_default(&o);
     CHECK(run(&o, P, 4, false, R0, NULL));
     inferd_engine *e = make_engine();
     if (!e) return;

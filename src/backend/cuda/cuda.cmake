@@ -2,8 +2,9 @@
 # CUDA compiler is present) and for the SIMT emulation with the host C++ compiler
 # (ifd_cuda_emu, whenever CUDA's headers are: CI runs every kernel through it).
 #
-# Kernel sources: kernels/*.cu (one op family per file) and src/backend/cuda/*.cu (the
-# backend's host glue). devrt_cuda.cu is the GPU's runtime; emu/*.cpp the emulation's.
+# Kernel sources: kernels/*.cu (one op family per file; simt.h and devrt.h, the portable
+# layer) and src/backend/cuda/*.cu (the backend's host glue). kernels/devrt_cuda.cu is the
+# GPU's runtime; kernels/emu/*.cpp the emulation's.
 file(GLOB INFERD_CU_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/*.cu
   ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
 set(INFERD_CU_EMU_SRC ${INFERD_CU_SRC})
@@ -18,6 +19,7 @@ if(INFERD_HAVE_CUDA)
   target_compile_definitions(inferd_cuda PRIVATE IFD_ROOM_BACKEND=1)
   target_compile_definitions(ifd_backend PUBLIC INFERD_HAVE_CUDA=1)
   target_link_libraries(ifd_backend PUBLIC inferd_cuda)
+  target_link_libraries(inferd_cuda PUBLIC ifd_backend)
 endif()
 
 # The emulation needs only CUDA's host headers (cuda_fp16.h, vector_types.h).
@@ -44,14 +46,27 @@ if(CUDAToolkit_FOUND AND NOT INFERD_EMU STREQUAL "OFF")
     set_source_files_properties(${w} PROPERTIES OBJECT_DEPENDS ${f})
   endforeach()
   add_library(ifd_cuda_emu STATIC ${_emu_srcs}
-    ${CMAKE_SOURCE_DIR}/src/backend/cuda/emu/emu.cpp
-    ${CMAKE_SOURCE_DIR}/src/backend/cuda/emu/devrt_emu.cpp)
+    ${CMAKE_SOURCE_DIR}/kernels/emu/emu.cpp
+    ${CMAKE_SOURCE_DIR}/kernels/emu/devrt_emu.cpp)
   target_include_directories(ifd_cuda_emu PUBLIC ${CMAKE_SOURCE_DIR}/kernels ${CMAKE_SOURCE_DIR}/src)
   target_include_directories(ifd_cuda_emu SYSTEM PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
   target_compile_definitions(ifd_cuda_emu PUBLIC IFD_SIMT_EMU=1 PRIVATE IFD_ROOM_BACKEND=1)
   target_compile_options(ifd_cuda_emu PRIVATE -Wall -Wextra -Werror -Wno-unused-function)
+  # Emulated kernels call fmaf for every multiply-add: a libm call without FMA code
+  # generation. The emulation runs where it is built (tests), so use the host's FMA.
+  if(EXISTS /proc/cpuinfo)
+    file(STRINGS /proc/cpuinfo _cpu_flags REGEX "^flags" LIMIT_COUNT 1)
+    if(_cpu_flags MATCHES " fma ")
+      target_compile_options(ifd_cuda_emu PUBLIC -mfma -ffp-contract=off)
+    endif()
+  endif()
   target_link_libraries(ifd_cuda_emu PUBLIC ifd_model ifd_util Threads::Threads)
   target_compile_definitions(ifd_backend PUBLIC INFERD_HAVE_EMU=1)
   target_link_libraries(ifd_backend PUBLIC ifd_cuda_emu)
+  # the backend glue (cuda_backend.cu) walks forward.c: a cycle CMake links twice
+  target_link_libraries(ifd_cuda_emu PUBLIC ifd_backend)
+endif()
+if(INFERD_HAVE_CUDA OR INFERD_HAVE_EMU)
+  target_compile_definitions(ifd_backend PUBLIC INFERD_HAVE_CUDA_BACKEND=1)
 endif()
 message(STATUS "inferd: SIMT emulation of the CUDA kernels ${INFERD_HAVE_EMU}")

@@ -27,7 +27,6 @@
  * tables coded here. The GPU run (tests/gpu/run.sh) covers those. */
 #ifndef INFERD_BACKEND_CUDA_EMU_EMU_H
 #define INFERD_BACKEND_CUDA_EMU_EMU_H
-#include "../../../util/layer/kernels.h"
 
 /* CUDA's own host headers first: they use the names redefined below. */
 #include <cuda_bf16.h>

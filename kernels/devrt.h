@@ -9,7 +9,6 @@
  * stop serving). One thread drives a device at a time. */
 #ifndef INFERD_BACKEND_CUDA_DEVRT_H
 #define INFERD_BACKEND_CUDA_DEVRT_H
-#include "../../util/layer/kernels.h"
 
 #include "simt.h"
 

@@ -16,7 +16,6 @@
  * Built with IFD_SIMT_EMU=1 for the emulation. */
 #ifndef INFERD_BACKEND_CUDA_SIMT_H
 #define INFERD_BACKEND_CUDA_SIMT_H
-#include "../../util/layer/kernels.h"
 
 #include <stddef.h>
 #include <stdint.h>

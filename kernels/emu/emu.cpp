@@ -2,9 +2,12 @@
  * collectives, launch checks and fault reports (see emu.h for the semantics).
  *
  * A fiber is a stack and a saved stack pointer. ifd_emu_switch (x86-64 assembly below)
- * saves the callee-saved registers, MXCSR and the x87 control word on the current stack,
- * swaps stack pointers and restores the other side: about 20 ns, where swapcontext makes
- * a sigprocmask syscall. Other CPUs fall back to ucontext. Stacks are mmap'd with a guard
+ * saves the callee-saved registers on the current stack, swaps stack pointers and
+ * restores the other side: a few ns, where swapcontext makes a sigprocmask syscall. The
+ * floating-point control state (MXCSR, x87 control word) is the host thread's and is
+ * not switched: kernels never change rounding modes. A fiber that blocks hands over
+ * straight to the next ready fiber of the pass (one switch per blocking). Other CPUs
+ * fall back to ucontext. Stacks are mmap'd with a guard
  * page below, kept per host thread and reused; under ASan they are unpoisoned on reuse
  * and every switch is announced (__sanitizer_start/finish_switch_fiber). */
 #include "emu.h"
@@ -53,14 +56,8 @@ __asm__(".text\n"
         "  pushq %r13\n"
         "  pushq %r14\n"
         "  pushq %r15\n"
-        "  subq $8, %rsp\n"
-        "  stmxcsr (%rsp)\n"
-        "  fnstcw 4(%rsp)\n"
         "  movq %rsp, (%rdi)\n"
         "  movq %rsi, %rsp\n"
-        "  ldmxcsr (%rsp)\n"
-        "  fldcw 4(%rsp)\n"
-        "  addq $8, %rsp\n"
         "  popq %r15\n"
         "  popq %r14\n"
         "  popq %r13\n"
@@ -105,6 +102,8 @@ struct block_ctx {
     fiber *f;
     unsigned n;
     fiber *running;
+    const unsigned *perm; /* this pass's order of the threads */
+    unsigned pos;         /* index in perm of the running fiber */
 #if defined(__x86_64__)
     void *sched_sp;
 #else
@@ -114,6 +113,7 @@ struct block_ctx {
     void *arg;
 #ifdef IFD_EMU_ASAN
     void *sched_fake;
+    bool sched_known;
     const void *sched_stack_bottom;
     size_t sched_stack_size;
 #endif
@@ -214,19 +214,43 @@ static void permute(std::vector<unsigned> &p, unsigned n, uint64_t salt) {
 /* ---- fibers ------------------------------------------------------------------------- */
 static thread_local block_ctx *t_blk;
 
+/* The running fiber f blocks (or exits): switch straight to the next ready fiber of this
+ * pass, or back to the scheduler when the pass is over (one switch per blocking, not
+ * two). */
 static void to_scheduler(fiber *f, bool exiting) {
     block_ctx *b = t_blk;
+    fiber *next = NULL;
+    for (unsigned k = b->pos + 1; k < b->n; k++) {
+        fiber *g = &b->f[b->perm[k]];
+        if (g->st == F_READY) {
+            next = g;
+            b->pos = k;
+            break;
+        }
+    }
 #ifdef IFD_EMU_ASAN
     void *fake = NULL;
-    __sanitizer_start_switch_fiber(exiting ? NULL : &fake, b->sched_stack_bottom, b->sched_stack_size);
+    if (next) __sanitizer_start_switch_fiber(exiting ? NULL : &fake, next->stack, stack_pool::stack_bytes());
+    else __sanitizer_start_switch_fiber(exiting ? NULL : &fake, b->sched_stack_bottom, b->sched_stack_size);
 #else
     (void)exiting;
 #endif
+    if (next) {
+        b->running = next;
+        cur = &next->t;
 #if defined(__x86_64__)
-    ifd_emu_switch(&f->sp, b->sched_sp);
+        ifd_emu_switch(&f->sp, next->sp);
 #else
-    swapcontext(&f->uc, &b->sched_uc);
+        swapcontext(&f->uc, &next->uc);
 #endif
+    } else {
+        b->pos = b->n;
+#if defined(__x86_64__)
+        ifd_emu_switch(&f->sp, b->sched_sp);
+#else
+        swapcontext(&f->uc, &b->sched_uc);
+#endif
+    }
 #ifdef IFD_EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #endif
@@ -235,7 +259,13 @@ static void to_scheduler(fiber *f, bool exiting) {
 static void fiber_main(void *p) {
     fiber *f = (fiber *)p;
 #ifdef IFD_EMU_ASAN
-    __sanitizer_finish_switch_fiber(NULL, &t_blk->sched_stack_bottom, &t_blk->sched_stack_size);
+    /* the block's first fiber is entered from the scheduler: learn its stack then */
+    if (!t_blk->sched_known) {
+        __sanitizer_finish_switch_fiber(NULL, &t_blk->sched_stack_bottom, &t_blk->sched_stack_size);
+        t_blk->sched_known = true;
+    } else {
+        __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+    }
 #endif
     block_ctx *b = t_blk;
     b->fn(b->arg);
@@ -257,7 +287,7 @@ static void fiber_init(fiber *f, unsigned char *stack) {
     __asan_unpoison_memory_region(stack, bytes);
 #endif
 #if defined(__x86_64__)
-    /* Frame read by ifd_emu_switch's restore: [mxcsr|fpcw][r15][r14][r13][r12][rbx][rbp][ret]
+    /* Frame read by ifd_emu_switch's restore: [r15][r14][r13][r12][rbx][rbp][ret]
      * with the slot above ret 16-byte aligned (the trampoline calls with rsp % 16 == 0). */
     uintptr_t top = ((uintptr_t)(stack + bytes)) & ~(uintptr_t)15;
     uint64_t *sp = (uint64_t *)(top - 16); /* 16 bytes of headroom; ret slot at top-24 */
@@ -268,13 +298,6 @@ static void fiber_init(fiber *f, unsigned char *stack) {
     *--sp = (uint64_t)(uintptr_t)&fiber_main;           /* r13: the entry */
     *--sp = 0;                                          /* r14 */
     *--sp = 0;                                          /* r15 */
-    uint32_t mx = 0x1f80;
-    uint16_t cw = 0x037f;
-    __asm__ volatile("stmxcsr %0" : "=m"(mx));
-    __asm__ volatile("fnstcw %0" : "=m"(cw));
-    --sp;
-    memcpy(sp, &mx, 4);
-    memcpy((char *)sp + 4, &cw, 2);
     f->sp = sp;
 #else
     getcontext(&f->uc);
@@ -286,7 +309,15 @@ static void fiber_init(fiber *f, unsigned char *stack) {
 #endif
 }
 
-static void run_fiber(block_ctx *b, fiber *f) {
+/* Run one pass: from the first ready fiber of perm, each blocking fiber hands over to the
+ * next ready one (to_scheduler); the last hands back here. */
+static void run_pass(block_ctx *b, const unsigned *perm) {
+    b->perm = perm;
+    unsigned k = 0;
+    while (k < b->n && b->f[perm[k]].st != F_READY) k++;
+    if (k == b->n) return;
+    fiber *f = &b->f[perm[k]];
+    b->pos = k;
     b->running = f;
     cur = &f->t;
 #ifdef IFD_EMU_ASAN
@@ -509,10 +540,7 @@ static int report_stuck(block_ctx *b, const char *kname) {
 static int run_block(block_ctx *b, const std::vector<unsigned> &tperm, const char *kname) {
     for (;;) {
         bool any_live = false;
-        for (unsigned i : tperm) {
-            fiber *f = &b->f[i];
-            if (f->st == F_READY) run_fiber(b, f);
-        }
+        run_pass(b, tperm.data());
         for (unsigned i = 0; i < b->n; i++)
             if (b->f[i].st != F_DONE) any_live = true;
         if (!any_live) return 0;
@@ -591,6 +619,7 @@ int launch(const char *name, dim3 grid, dim3 block, size_t smem, kernel_fn fn, v
         permute(tperm, n, launch_no * 31 + k);
 #ifdef IFD_EMU_ASAN
         b.sched_fake = NULL;
+        b.sched_known = false;
 #endif
         if (run_block(&b, tperm, name) != 0) {
             size_t l = strlen(t_err);

@@ -1,0 +1,480 @@
+// cuda_backend.cu — the CUDA backend: a third op table under forward.c's one walk of
+// the architecture, over kernels/ (GPU build: namespace ifd_cu; SIMT emulation build:
+// ifd_emu, the same source run on the CPU by CI).
+//
+// At create: a shadow of the model whose weight pointers are device copies (matmul
+// weights in the layout kernels/matmul prepares; norms, biases and the embedding as
+// they are), the paged KV pool (per layer K and V, [n_slots][n_kv_heads][head_dim]
+// f32), the activation buffers for the largest step, the step's batch arrays and the
+// kernels' scratch: all allocated once, nothing on the request path. forward() uploads
+// the batch arrays in one copy, runs fwd_run over the shadow model (so every op gets
+// device pointers), and copies the logits rows back.
+//
+// Failures: a recoverable device error fails the step (INFERD_ERR_INTERNAL: the
+// engine fails that step's requests); a sticky one also marks the backend dead, and
+// every later forward fails at once (the server reports not ready and exits).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h" /* kernels/ */
+#include "devrt.h"
+#include "elementwise.h"
+#include "ktypes.h"
+#include "matmul.h"
+
+extern "C" {
+#include "../../model/quant.h"
+#include "../../util/common.h"
+#include "../../util/log.h"
+#include "../backend.h"
+#include "../forward.h"
+}
+
+/* kernels/ktypes.h restates the model facts the kernels need; they must agree. */
+static_assert((int)K_F32 == (int)GGML_TYPE_F32 && (int)K_F16 == (int)GGML_TYPE_F16 && (int)K_BF16 == (int)GGML_TYPE_BF16 &&
+                  (int)K_Q8_0 == (int)GGML_TYPE_Q8_0 && (int)K_Q4_0 == (int)GGML_TYPE_Q4_0 && (int)K_Q5_0 == (int)GGML_TYPE_Q5_0 &&
+                  (int)K_Q4_K == (int)GGML_TYPE_Q4_K && (int)K_Q6_K == (int)GGML_TYPE_Q6_K,
+              "kernels/ktypes.h: GGUF type ids");
+static_assert(K_Q8_0_BYTES == sizeof(block_q8_0) && K_Q4_0_BYTES == sizeof(block_q4_0) &&
+                  K_Q5_0_BYTES == sizeof(block_q5_0) && K_Q4_K_BYTES == sizeof(block_q4_K) &&
+                  K_Q6_K_BYTES == sizeof(block_q6_K) && K_QK_K == QK_K && K_QK8_0 == QK8_0,
+              "kernels/ktypes.h: block layouts");
+static_assert((int)K_ROPE_NORM == (int)ROPE_NORM && (int)K_ROPE_NEOX == (int)ROPE_NEOX, "rope layouts");
+
+#if defined(IFD_SIMT_EMU)
+#define IFD_CUDA_ENTRY(x) ifd_emu_##x
+#define IFD_CUDA_KIND "emu"
+#else
+#define IFD_CUDA_ENTRY(x) ifd_cu_##x
+#define IFD_CUDA_KIND "cuda"
+#endif
+
+IFD_NS_BEGIN
+
+struct cuda_backend {
+    backend base; /* base.m: the host model */
+    backend shadow; /* the same, with m = &dm (device pointers): what fwd_run walks */
+    model dm;
+    layer_weights *dlayers;
+    dev_props props;
+    dev_stream s;
+    bool dead;
+    /* every device allocation, freed at destroy */
+    void **allocs;
+    size_t n_allocs, cap_allocs;
+    float *kv; /* [n_layers][2][n_slots][kv_dim] */
+    size_t layer_kv_floats;
+    fwd_bufs buf;
+    float *logits; /* [max_logits][n_vocab] */
+    /* batch arrays: host staging (pinned) and device, same packing */
+    int32_t *h_batch, *d_batch;
+    size_t batch_ints;
+    const int32_t *d_tokens, *d_pos, *d_slots, *d_seq_start, *d_ctx, *d_btab, *d_lidx;
+    const ifd_batch *bt; /* the step's host batch (valid inside forward) */
+    k_attn_batch ab;
+    void *att_scratch, *mm_scratch;
+    size_t att_scratch_bytes, mm_scratch_bytes;
+};
+
+static int dev_fail(cuda_backend *cb, int rc, const char *what) {
+    if (rc == DEV_OK) return IFD_OK;
+    if (rc == DEV_STICKY) cb->dead = true;
+    slog("error", "%s backend: %s: %s%s", IFD_CUDA_KIND, what, dev_error(),
+            rc == DEV_STICKY ? " (the device is lost)" : "");
+    return IFD_ERR_INTERNAL;
+}
+#define DEV_TRY(cb, call, what)                               \
+    do {                                                      \
+        int rc_ = (call);                                     \
+        if (rc_ != DEV_OK) return dev_fail((cb), rc_, (what)); \
+    } while (0)
+
+static void *dalloc(cuda_backend *cb, size_t bytes) {
+    if (cb->n_allocs == cb->cap_allocs) {
+        size_t cap = cb->cap_allocs ? 2 * cb->cap_allocs : 64;
+        void **a = (void **)realloc(cb->allocs, cap * sizeof *a);
+        if (!a) return NULL;
+        cb->allocs = a;
+        cb->cap_allocs = cap;
+    }
+    void *p = NULL;
+    if (dev_malloc(&p, bytes) != DEV_OK) return NULL;
+    cb->allocs[cb->n_allocs++] = p;
+    return p;
+}
+
+static void *upload(cuda_backend *cb, const void *h, size_t bytes) {
+    void *d = dalloc(cb, bytes);
+    if (d && (dev_h2d(d, h, bytes, cb->s) != DEV_OK || dev_sync(cb->s) != DEV_OK)) return NULL;
+    return d;
+}
+
+/* ---- the op table ------------------------------------------------------------------- */
+static int o_begin(void *ctx, const ifd_batch *bt, const rope_params *rp) {
+    (void)rp;
+    cuda_backend *cb = (cuda_backend *)ctx;
+    const backend_config *cfg = &cb->base.cfg;
+    /* pack: tokens, positions, slots [T]; seq_start [S+1]; context_len [S]; block table
+     * [S][mb]; logits_index [L] */
+    const int32_t T = bt->n_tokens, S = bt->n_seqs, L = bt->n_logits, mb = bt->max_blocks_per_seq;
+    if (mb > cfg->max_seq_len / cfg->block_size + 1) return IFD_ERR_INVALID;
+    int32_t *h = cb->h_batch;
+    size_t o = 0;
+    memcpy(h + o, bt->token_ids, (size_t)T * 4), o += (size_t)T;
+    memcpy(h + o, bt->positions, (size_t)T * 4), o += (size_t)T;
+    memcpy(h + o, bt->slot_mapping, (size_t)T * 4), o += (size_t)T;
+    memcpy(h + o, bt->seq_start, (size_t)(S + 1) * 4), o += (size_t)S + 1;
+    memcpy(h + o, bt->context_len, (size_t)S * 4), o += (size_t)S;
+    memcpy(h + o, bt->block_table, (size_t)S * mb * 4), o += (size_t)S * mb;
+    if (L) memcpy(h + o, bt->logits_index, (size_t)L * 4), o += (size_t)L;
+    if (o > cb->batch_ints) return IFD_ERR_INVALID;
+    DEV_TRY(cb, dev_h2d(cb->d_batch, h, o * 4, cb->s), "batch upload");
+    const int32_t *d = cb->d_batch;
+    cb->d_tokens = d;
+    cb->d_pos = d + T;
+    cb->d_slots = d + 2 * T;
+    cb->d_seq_start = d + 3 * T;
+    cb->d_ctx = cb->d_seq_start + S + 1;
+    cb->d_btab = cb->d_ctx + S;
+    cb->d_lidx = cb->d_btab + (size_t)S * mb;
+    cb->bt = bt;
+    k_attn_batch *ab = &cb->ab;
+    ab->n_tokens = T;
+    ab->n_seqs = S;
+    ab->max_blocks_per_seq = mb;
+    ab->positions = cb->d_pos;
+    ab->seq_start = cb->d_seq_start;
+    ab->context_len = cb->d_ctx;
+    ab->block_table = cb->d_btab;
+    ab->h_positions = bt->positions;
+    ab->h_seq_start = bt->seq_start;
+    ab->h_context_len = bt->context_len;
+    return IFD_OK;
+}
+
+static int o_embed(void *ctx, float *out, const wmat *e, const int32_t *ids, int32_t n) {
+    cuda_backend *cb = (cuda_backend *)ctx;
+    (void)ids; /* the host array; its device copy was uploaded in begin */
+    DEV_TRY(cb, k_embed(cb->s, out, e->data, (int)e->type, e->n_cols, e->row_bytes, cb->d_tokens, n,
+                        (int32_t)e->n_rows),
+            "embedding");
+    return IFD_OK;
+}
+
+static int o_rmsnorm(void *ctx, float *out, const float *x, const int32_t *rows, int32_t n_rows,
+                     const float *w, int32_t n, float eps) {
+    cuda_backend *cb = (cuda_backend *)ctx;
+    const int32_t *drows = NULL;
+    if (rows) {
+        if (rows != cb->bt->logits_index) return IFD_ERR_INTERNAL; /* the only gather forward.c makes */
+        drows = cb->d_lidx;
+    }
+    DEV_TRY(cb, k_rmsnorm(cb->s, out, x, drows, n_rows, w, n, eps), "rmsnorm");
+    return IFD_OK;
+}
+
+static int o_matmul(void *ctx, int n, float *const *outs, const wmat *const *ws, const float *x,
+                    int32_t n_tokens) {
+    cuda_backend *cb = (cuda_backend *)ctx;
+    for (int i = 0; i < n; i++) {
+        k_wmat w = {ws[i]->data, (int)ws[i]->type, ws[i]->n_rows, ws[i]->n_cols};
+        DEV_TRY(cb, k_matmul(cb->s, outs[i], &w, x, n_tokens, cb->mm_scratch, cb->mm_scratch_bytes), "matmul");
+    }
+    return IFD_OK;
+}
+
+static int o_add_bias(void *ctx, float *x, const float *b, int32_t n_rows, int32_t n) {
+    cuda_backend *cb = (cuda_backend *)ctx;
+    DEV_TRY(cb, k_add_bias(cb->s, x, b, n_rows, n), "bias");
+    return IFD_OK;
+}
+
+static int o_head_norm(void *ctx, float *x, const float *w, int32_t n_rows, int32_t n, float eps) {
+    cuda_backend *cb = (cuda_backend *)ctx;
+    DEV_TRY(cb, k_head_norm(cb->s, x, w, n_rows, n, eps), "q/k norm");
+    return IFD_OK;
+}
+
+static float *kv_k(cuda_backend *cb, uint32_t l) { return cb->kv + (size_t)l * 2 * cb->layer_kv_floats; }
+static float *kv_v(cuda_backend *cb, uint32_t l) { return kv_k(cb, l) + cb->layer_kv_floats; }
+
+static int o_rope_store(void *ctx, uint32_t layer, float *q, float *k, const float *v, const ifd_batch *bt,
+                        const rope_params *rp) {
+    cuda_backend *cb = (cuda_backend *)ctx;
+    const model_hparams *hp = &cb->base.m->hp;
+    /* rp comes from the shadow model: rp->freq_div is already the device copy */
+    const k_rope kr = {rp->head_dim, rp->n_rot, (int32_t)rp->layout, rp->base, rp->freq_scale};
+    DEV_TRY(cb, k_rope_store(cb->s, q, k, v, kv_k(cb, layer), kv_v(cb, layer), cb->d_pos, cb->d_slots,
+                             bt->n_tokens, (int32_t)hp->n_heads, (int32_t)hp->n_kv_heads, kr, rp->freq_div),
+            "rope");
+    return IFD_OK;
+}
+
+static int o_attention(void *ctx, uint32_t layer, float *out, const float *q, const ifd_batch *bt) {
+    cuda_backend *cb = (cuda_backend *)ctx;
+    (void)bt;
+    const model_hparams *hp = &cb->base.m->hp;
+    DEV_TRY(cb, k_attention(cb->s, out, q, kv_k(cb, layer), kv_v(cb, layer), &cb->ab, (int32_t)hp->n_heads,
+                            (int32_t)hp->n_kv_heads, (int32_t)hp->head_dim, cb->base.cfg.block_size,
+                            cb->att_scratch, cb->att_scratch_bytes),
+            "attention");
+    return IFD_OK;
+}
+
+static int o_add(void *ctx, float *x, const float *y, int64_t n) {
+    cuda_backend *cb = (cuda_backend *)ctx;
+    DEV_TRY(cb, k_add(cb->s, x, y, n), "add");
+    return IFD_OK;
+}
+
+static int o_swiglu(void *ctx, float *out, const float *gate, const float *up, int64_t n) {
+    cuda_backend *cb = (cuda_backend *)ctx;
+    DEV_TRY(cb, k_swiglu(cb->s, out, gate, up, n), "swiglu");
+    return IFD_OK;
+}
+
+static const fwd_ops CUDA_FWD = {
+    IFD_CUDA_KIND, o_begin, o_embed, o_rmsnorm, o_matmul, o_add_bias, o_head_norm,
+    o_rope_store, o_attention, o_add, o_swiglu,
+};
+
+/* ---- backend_ops ---------------------------------------------------------------------- */
+static int b_forward(backend *b, const ifd_batch *bt, float *logits) {
+    cuda_backend *cb = (cuda_backend *)b;
+    if (cb->dead) return IFD_ERR_INTERNAL;
+    int rc = fwd_run(&CUDA_FWD, cb, &cb->shadow, &cb->buf, bt, cb->logits);
+    cb->bt = NULL;
+    if (rc != IFD_OK) {
+        (void)dev_sync(cb->s); /* drain; a sticky error shows here too */
+        return rc;
+    }
+    if (bt->n_logits)
+        DEV_TRY(cb, dev_d2h(logits, cb->logits, (size_t)bt->n_logits * b->m->hp.n_vocab * sizeof(float), cb->s),
+                "logits download");
+    DEV_TRY(cb, dev_sync(cb->s), "step");
+    return IFD_OK;
+}
+
+static int b_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, int32_t n) {
+    cuda_backend *cb = (cuda_backend *)b;
+    if (cb->dead) return IFD_ERR_INTERNAL;
+    const model_hparams *hp = &b->m->hp;
+    const size_t bf = (size_t)b->cfg.block_size * hp->n_kv_heads * hp->head_dim;
+    for (uint32_t l = 0; l < hp->n_layers; l++)
+        for (int32_t i = 0; i < n; i++) {
+            DEV_TRY(cb, dev_d2d(kv_k(cb, l) + (size_t)dst[i] * bf, kv_k(cb, l) + (size_t)src[i] * bf, bf * 4, cb->s),
+                    "copy blocks");
+            DEV_TRY(cb, dev_d2d(kv_v(cb, l) + (size_t)dst[i] * bf, kv_v(cb, l) + (size_t)src[i] * bf, bf * 4, cb->s),
+                    "copy blocks");
+        }
+    DEV_TRY(cb, dev_sync(cb->s), "copy blocks");
+    return IFD_OK;
+}
+
+static void b_destroy(backend *b) {
+    cuda_backend *cb = (cuda_backend *)b;
+    if (!cb) return;
+    if (cb->s) (void)dev_sync(cb->s);
+    for (size_t i = 0; i < cb->n_allocs; i++) dev_free(cb->allocs[i]);
+    free(cb->allocs);
+    dev_host_free(cb->h_batch);
+    free(cb->dlayers);
+    if (cb->s) dev_stream_destroy(cb->s);
+    free(cb);
+}
+
+static const backend_ops CUDA_OPS = {IFD_CUDA_KIND, b_forward, b_copy_blocks, b_destroy};
+
+/* ---- create --------------------------------------------------------------------------- */
+static const float *up_vec(cuda_backend *cb, const float *h, size_t n, bool *ok) {
+    if (!h) return NULL;
+    const float *d = (const float *)upload(cb, h, n * sizeof(float));
+    if (!d) *ok = false;
+    return d;
+}
+
+/* The device copy of a matmul weight, in the kernels' prepared layout. */
+static void up_mat(cuda_backend *cb, wmat *dst, const wmat *src, bool *ok) {
+    *dst = *src;
+    dst->data = NULL;
+    if (!*ok) return;
+    size_t bytes = k_matmul_prepared_bytes((int)src->type, src->n_rows, src->n_cols);
+    void *h = bytes ? malloc(bytes) : NULL;
+    if (!h || k_matmul_prepare(h, src->data, (int)src->type, src->n_rows, src->n_cols) != DEV_OK) {
+        free(h);
+        *ok = false;
+        return;
+    }
+    dst->data = upload(cb, h, bytes);
+    free(h);
+    if (!dst->data) *ok = false;
+}
+
+/* What create allocates besides the KV pool: the weights' device copies and the
+ * activations, logits, batch arrays and scratch of the largest step. */
+static void plan_bytes(const model *m, const backend_config *cfg, size_t *weights, size_t *acts) {
+    const model_hparams *hp = &m->hp;
+    const size_t T = (size_t)cfg->max_batch_tokens, L = (size_t)cfg->max_logits, S = (size_t)cfg->max_batch_seqs;
+    const size_t kv_dim = (size_t)hp->n_kv_heads * hp->head_dim, q_dim = (size_t)hp->n_heads * hp->head_dim;
+    const size_t rows = T > L ? T : L;
+    size_t w = 0;
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        const layer_weights *lw = &m->layers[l];
+        const wmat *ws[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
+        for (size_t i = 0; i < IFD_ARRAY_LEN(ws); i++)
+            w += k_matmul_prepared_bytes((int)ws[i]->type, ws[i]->n_rows, ws[i]->n_cols);
+        w += (2 * hp->dim + 2 * q_dim + 2 * kv_dim + 2 * hp->head_dim) * sizeof(float);
+    }
+    w += k_matmul_prepared_bytes((int)m->output.type, m->output.n_rows, m->output.n_cols);
+    w += (size_t)m->tok_embd.n_rows * m->tok_embd.row_bytes + (hp->dim + hp->n_rot) * sizeof(float);
+    const size_t xbw = hp->dim > q_dim ? hp->dim : q_dim;
+    size_t a = (T * hp->dim + rows * xbw + 2 * T * q_dim + 2 * T * kv_dim + 3 * T * hp->ffn_dim) * sizeof(float);
+    a += L * hp->n_vocab * sizeof(float);
+    a += (3 * T + 2 * S + 1 + S * ((size_t)cfg->max_seq_len / cfg->block_size + 1) + L) * 4;
+    const size_t max_cols = IFD_MAX(IFD_MAX((size_t)hp->dim, (size_t)hp->ffn_dim), q_dim);
+    a += k_attention_scratch_bytes((int32_t)T, (int32_t)S, (int32_t)hp->n_heads, (int32_t)hp->head_dim,
+                                   cfg->max_seq_len);
+    a += k_matmul_scratch_bytes((int32_t)rows, (int64_t)max_cols);
+    a += 256 * 64; /* allocation rounding */
+    *weights = w;
+    *acts = a;
+}
+
+/* KV budget: total x utilization, less what other processes use now, the weights and
+ * the largest step's activations (vLLM's reading of --gpu-memory-utilization). */
+static int kv_budget(const model *m, const backend_config *cfg, int64_t *kv_bytes, char *err, size_t err_bytes) {
+    *kv_bytes = 0;
+    if (dev_count() < 1)
+        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "%s backend: no CUDA device", IFD_CUDA_KIND);
+    dev_props p;
+    size_t fr = 0, tot = 0;
+    if (dev_open(0, &p) != DEV_OK || dev_mem_info(&fr, &tot) != DEV_OK)
+        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "%s backend: %s", IFD_CUDA_KIND, dev_error());
+    size_t w, a;
+    plan_bytes(m, cfg, &w, &a);
+    double util = cfg->gpu_memory_utilization > 0 && cfg->gpu_memory_utilization <= 1 ? cfg->gpu_memory_utilization : 0.9;
+    double budget = (double)tot * util - (double)(tot - fr) - (double)w - (double)a;
+    if (budget < 1)
+        return ifd_errf(err, err_bytes, IFD_ERR_NOMEM,
+                        "%s backend: %s has %zu MiB free of %zu; the weights take %zu MiB and the largest step %zu MiB: "
+                        "nothing is left for the KV cache at --gpu-memory-utilization %.2f",
+                        IFD_CUDA_KIND, p.name, fr >> 20, tot >> 20, w >> 20, a >> 20, util);
+    *kv_bytes = (int64_t)budget;
+    return IFD_OK;
+}
+
+static int create(backend **out, const model *m, const backend_config *cfg, char *err, size_t err_bytes) {
+    *out = NULL;
+    if (cfg->block_size < 1 || cfg->n_blocks < 1 || cfg->max_batch_tokens < 1 || cfg->max_batch_seqs < 1 ||
+        cfg->max_logits < 1 || cfg->max_seq_len < 1)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "%s backend: invalid configuration", IFD_CUDA_KIND);
+    if (dev_count() < 1)
+        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "%s backend: no CUDA device", IFD_CUDA_KIND);
+    cuda_backend *cb = (cuda_backend *)calloc(1, sizeof *cb);
+    if (!cb) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "%s backend: out of memory", IFD_CUDA_KIND);
+    cb->base.ops = &CUDA_OPS;
+    cb->base.m = m;
+    cb->base.cfg = *cfg;
+    int rc = dev_open(0, &cb->props);
+    if (rc == DEV_OK) rc = dev_stream_create(&cb->s);
+    if (rc != DEV_OK) {
+        ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "%s backend: %s", IFD_CUDA_KIND, dev_error());
+        b_destroy(&cb->base);
+        return IFD_ERR_UNSUPPORTED;
+    }
+    const model_hparams *hp = &m->hp;
+    const size_t T = (size_t)cfg->max_batch_tokens, L = (size_t)cfg->max_logits, S = (size_t)cfg->max_batch_seqs;
+    const size_t kv_dim = (size_t)hp->n_kv_heads * hp->head_dim, q_dim = (size_t)hp->n_heads * hp->head_dim;
+    const size_t rows = T > L ? T : L;
+    bool ok = true;
+
+    /* the shadow model: the same shapes, device pointers */
+    cb->dm = *m;
+    cb->dlayers = (layer_weights *)calloc(hp->n_layers ? hp->n_layers : 1, sizeof(layer_weights));
+    if (!cb->dlayers) ok = false;
+    for (uint32_t l = 0; ok && l < hp->n_layers; l++) {
+        const layer_weights *hw = &m->layers[l];
+        layer_weights *dw = &cb->dlayers[l];
+        dw->attn_norm = up_vec(cb, hw->attn_norm, hp->dim, &ok);
+        dw->ffn_norm = up_vec(cb, hw->ffn_norm, hp->dim, &ok);
+        dw->bq = up_vec(cb, hw->bq, q_dim, &ok);
+        dw->bk = up_vec(cb, hw->bk, kv_dim, &ok);
+        dw->bv = up_vec(cb, hw->bv, kv_dim, &ok);
+        dw->q_norm = up_vec(cb, hw->q_norm, hp->head_dim, &ok);
+        dw->k_norm = up_vec(cb, hw->k_norm, hp->head_dim, &ok);
+        up_mat(cb, &dw->wq, &hw->wq, &ok);
+        up_mat(cb, &dw->wk, &hw->wk, &ok);
+        up_mat(cb, &dw->wv, &hw->wv, &ok);
+        up_mat(cb, &dw->wo, &hw->wo, &ok);
+        up_mat(cb, &dw->w_gate, &hw->w_gate, &ok);
+        up_mat(cb, &dw->w_up, &hw->w_up, &ok);
+        up_mat(cb, &dw->w_down, &hw->w_down, &ok);
+    }
+    cb->dm.layers = cb->dlayers;
+    cb->dm.output_norm = up_vec(cb, m->output_norm, hp->dim, &ok);
+    cb->dm.rope_freqs = up_vec(cb, m->rope_freqs, hp->n_rot / 2, &ok);
+    /* the embedding rows are gathered in their GGUF layout */
+    cb->dm.tok_embd.data = ok ? upload(cb, m->tok_embd.data, (size_t)m->tok_embd.n_rows * m->tok_embd.row_bytes) : NULL;
+    if (!cb->dm.tok_embd.data) ok = false;
+    up_mat(cb, &cb->dm.output, &m->output, &ok);
+    cb->shadow = cb->base;
+    cb->shadow.m = &cb->dm;
+
+    /* KV pool, activations, logits, batch arrays, scratch */
+    cb->layer_kv_floats = (size_t)cfg->n_blocks * cfg->block_size * kv_dim;
+    if (ok) cb->kv = (float *)dalloc(cb, cb->layer_kv_floats * 2 * hp->n_layers * sizeof(float));
+    if (!cb->kv) ok = false;
+    fwd_bufs *buf = &cb->buf;
+    const size_t xbw = hp->dim > q_dim ? hp->dim : q_dim;
+    float **bufs[] = {&buf->x, &buf->xb, &buf->q, &buf->k, &buf->v, &buf->att, &buf->gate, &buf->up, &buf->hb};
+    const size_t sizes[] = {T * hp->dim, rows * xbw, T * q_dim, T * kv_dim, T * kv_dim, T * q_dim,
+                            T * hp->ffn_dim, T * hp->ffn_dim, T * hp->ffn_dim};
+    for (size_t i = 0; ok && i < IFD_ARRAY_LEN(bufs); i++)
+        if (!(*bufs[i] = (float *)dalloc(cb, sizes[i] * sizeof(float)))) ok = false;
+    if (ok && !(cb->logits = (float *)dalloc(cb, L * hp->n_vocab * sizeof(float)))) ok = false;
+    const size_t mb = (size_t)cfg->max_seq_len / cfg->block_size + 1;
+    cb->batch_ints = 3 * T + 2 * S + 1 + S * mb + L;
+    if (ok && dev_host_alloc((void **)&cb->h_batch, cb->batch_ints * 4) != DEV_OK) ok = false;
+    if (ok && !(cb->d_batch = (int32_t *)dalloc(cb, cb->batch_ints * 4))) ok = false;
+    const size_t max_cols = IFD_MAX(IFD_MAX((size_t)hp->dim, (size_t)hp->ffn_dim), q_dim);
+    cb->att_scratch_bytes = k_attention_scratch_bytes((int32_t)T, (int32_t)S, (int32_t)hp->n_heads,
+                                                      (int32_t)hp->head_dim, cfg->max_seq_len);
+    cb->mm_scratch_bytes = k_matmul_scratch_bytes((int32_t)rows, (int64_t)max_cols);
+    if (ok && cb->att_scratch_bytes && !(cb->att_scratch = dalloc(cb, cb->att_scratch_bytes))) ok = false;
+    if (ok && cb->mm_scratch_bytes && !(cb->mm_scratch = dalloc(cb, cb->mm_scratch_bytes))) ok = false;
+    if (ok && dev_memset(cb->kv, 0, cb->layer_kv_floats * 2 * hp->n_layers * sizeof(float), cb->s) != DEV_OK)
+        ok = false;
+    if (ok && dev_sync(cb->s) != DEV_OK) ok = false;
+    if (!ok) {
+        size_t fr = 0, tot = 0;
+        (void)dev_mem_info(&fr, &tot);
+        ifd_errf(err, err_bytes, IFD_ERR_NOMEM,
+                 "%s backend: cannot place the weights, KV pool and buffers on %s (%zu MiB free of %zu)%s%s",
+                 IFD_CUDA_KIND, cb->props.name, fr >> 20, tot >> 20, dev_error()[0] ? ": " : "", dev_error());
+        b_destroy(&cb->base);
+        return IFD_ERR_NOMEM;
+    }
+    slog("info", "%s backend on %s (sm_%d%d, %d SMs, %zu MiB)", IFD_CUDA_KIND, cb->props.name,
+            cb->props.cc_major, cb->props.cc_minor, cb->props.sm_count, cb->props.total_mem >> 20);
+    *out = &cb->base;
+    return IFD_OK;
+}
+
+IFD_NS_END
+
+extern "C" int IFD_CUDA_ENTRY(backend_create)(backend **out, const model *m, const backend_config *cfg, char *err,
+                                              size_t err_bytes) {
+    return IFD_NS::create(out, m, cfg, err, err_bytes);
+}
+extern "C" int IFD_CUDA_ENTRY(device_count)(void) { return IFD_NS::dev_count(); }
+extern "C" void IFD_CUDA_ENTRY(device_name)(char *buf, size_t cap) {
+    IFD_NS::dev_props p;
+    if (cap == 0) return;
+    if (IFD_NS::dev_count() < 1 || IFD_NS::dev_open(0, &p) != IFD_NS::DEV_OK) snprintf(buf, cap, "(no device)");
+    else snprintf(buf, cap, "%s", p.name);
+}
+extern "C" int IFD_CUDA_ENTRY(kv_budget)(const model *m, const backend_config *cfg, int64_t *kv_bytes, char *err,
+                                         size_t err_bytes) {
+    return IFD_NS::kv_budget(m, cfg, kv_bytes, err, err_bytes);
+}
