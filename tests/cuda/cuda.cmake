@@ -55,9 +55,19 @@ if(INFERD_HAVE_EMU)
   endforeach()
 endif()
 # The engine equivalence tests (prefix cache on/off, preemption, chunk sizes, batch
-# invariance, n > 1, abort, penalties) again, on the CUDA backend under the emulation.
+# invariance, n > 1 forks, abort, penalties) again, on the CUDA backend under the
+# emulation: one ctest per case so they spread over the cores (minutes of CPU in all).
 if(INFERD_HAVE_EMU)
-  add_test(NAME test_engine_emu COMMAND test_engine WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(test_engine_emu PROPERTIES LABELS "e2e;emu" ENVIRONMENT "INFERD_TEST_DEVICE=emu"
-    SKIP_RETURN_CODE 77 TIMEOUT 1500)
+  foreach(case test_n_fork test_n_fork_few_seats test_abort test_frequency_penalty
+          test_prefix_caching_on_off test_preemption test_chunk_sizes test_batch_invariance)
+    string(REPLACE "test_" "" short ${case})
+    add_test(NAME test_engine_emu_${short} COMMAND test_engine ${case} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(test_engine_emu_${short} PROPERTIES LABELS "e2e;emu;slow"
+      ENVIRONMENT "INFERD_TEST_DEVICE=emu" SKIP_RETURN_CODE 77 TIMEOUT 1200)
+  endforeach()
+  # llama.cpp's greedy ids for every shared model (F32, Q8_0, Q4_0, Q4_K_M, the draft),
+  # reproduced by the CUDA backend's kernels
+  add_test(NAME test_reference_greedy_emu COMMAND test_reference_greedy WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_reference_greedy_emu PROPERTIES LABELS "e2e;emu"
+    ENVIRONMENT "INFERD_TEST_DEVICE=emu" TIMEOUT 1200)
 endif()

@@ -1,6 +1,8 @@
 /* test_reference_greedy.c — `inferd generate --temp 0 --ids` must reproduce every row
  * of ../shared/models/reference-greedy.tsv (llama.cpp's greedy ids) exactly.
- * Runs the real binary (INFERD_BINARY) once per row. */
+ * Runs the real binary (INFERD_BINARY) once per row, on the device INFERD_TEST_DEVICE
+ * names (default: the binary's own choice); ctest runs it again as
+ * test_reference_greedy_emu: the CUDA backend under the SIMT emulation. */
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,8 +72,9 @@ static void test_reference_greedy(void) {
         char model[1024], n_str[16];
         snprintf(model, sizeof model, "%s/models/%s", INFERD_SHARED_DIR, file);
         snprintf(n_str, sizeof n_str, "%d", n_expected);
+        const char *dev = getenv("INFERD_TEST_DEVICE");
         char *argv[] = {INFERD_BINARY, "generate", "-m", model, "-p", prompt, "-n", n_str,
-                        "--temp", "0", "--ids", NULL};
+                        "--temp", "0", "--ids", dev ? "--device" : NULL, (char *)dev, NULL};
         char out[8192];
         int st = run_capture(argv, out, sizeof out);
         out[strcspn(out, "\r\n")] = 0;
