@@ -21,5 +21,5 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 INFERD_BIN=$PWD/bui
 if ninja -C build-asan -t targets all 2>/dev/null | grep -q '^emu_tests:'; then
   cmake --build build-asan -j "$(nproc)" --target emu_tests
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -L emu
+    ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -R "^emu_test_"
 fi
