@@ -251,6 +251,8 @@ static int ep_ready(http_req *hr) {
     }
     if (st == SRV_LOADING) return http_errorf(hr, 503, "model_loading", NULL, "Not ready: the model is loading.");
     if (st == SRV_DRAINING) return http_errorf(hr, 503, "shutting_down", NULL, "Not ready: the server is shutting down.");
+    if (st == SRV_DEVICE_LOST)
+        return http_errorf(hr, 503, "device_lost", NULL, "Not ready: the device failed; the server is exiting.");
     return http_errorf(hr, 503, "model_load_failed", NULL, "Not ready: the model failed to load.");
 }
 
@@ -656,6 +658,10 @@ static void precheck(http_req *hr) {
     if (st == SRV_DRAINING && r->needs_engine) {
         metrics_rejected(s->metrics, "shutting_down");
         http_errorf(hr, 503, "shutting_down", NULL, "The server is shutting down.");
+        return;
+    }
+    if (st == SRV_DEVICE_LOST && r->needs_engine) {
+        http_errorf(hr, 503, "device_lost", NULL, "The device failed; the server is restarting. Retry later.");
         return;
     }
     if (st != SRV_READY && r->needs_engine)
