@@ -9,8 +9,9 @@
  * signal aborts at once. SIGHUP re-reads the API key file.
  *
  * A lost device (inferd_engine_healthy false: a sticky CUDA error) takes the same path:
- * not ready (503 device_lost), the in-flight requests get their errors within ~2 s (then
- * they are aborted), and serve returns 1 so that the supervisor restarts the process. */
+ * not ready (503 device_lost, for 0.5 s at least), the in-flight requests get their
+ * errors within ~2 s (then they are aborted), and serve returns 1 so that the
+ * supervisor (systemd Restart=, docker --restart) starts a fresh process. */
 #include "server.h"
 
 #include <errno.h>
@@ -236,7 +237,7 @@ int server_main(int argc, char **argv) {
         return 1;
     }
     bool loader_joined = false, drain = false, aborted = false, forced = false, lost = false;
-    double deadline = 0, hard_deadline = 0;
+    double deadline = 0, hard_deadline = 0, lost_at = 0;
     int exit_code = 0;
     for (;;) {
         struct timespec ts = {0, 100 * 1000 * 1000};
@@ -270,6 +271,7 @@ int server_main(int argc, char **argv) {
              * requests in flight are only waiting to send their errors), and exit
              * non-zero so that systemd / docker restart the process. */
             lost = true;
+            lost_at = ifd_now_s();
             exit_code = 1;
             atomic_store(&s->state, SRV_DEVICE_LOST);
             const double soon = ifd_now_s() + IFD_MIN(s->cfg.shutdown_timeout_s, 2.0);
@@ -282,7 +284,9 @@ int server_main(int argc, char **argv) {
         int expected = SRV_READY;
         atomic_compare_exchange_strong(&s->state, &expected, SRV_DRAINING);
         const double now = ifd_now_s();
-        if (atomic_load(&s->inflight) == 0) break;
+        /* after a loss, answer 503 device_lost for half a second at least, so that a
+         * health probe sees why rather than only a refused connection */
+        if (atomic_load(&s->inflight) == 0 && (!lost || now >= lost_at + 0.5)) break;
         if (!aborted && now >= deadline) {
             slog("warn", "shutdown timeout: aborting %lld requests in flight", (long long)atomic_load(&s->inflight));
             gen_abort_all(s, ABORT_SHUTDOWN);
