@@ -6,10 +6,10 @@
  * own thread (a libuv loop) that batches every live request into one forward pass per
  * step. This header stands alone: it needs only the C standard library.
  *
- * Thread-safety: inferd_submit, inferd_abort, inferd_engine_stats, the model facts and
- * the tokenizer / chat-template functions may be called from any thread. Output
- * callbacks run on the engine thread and must not block or call back into the engine
- * except inferd_abort. */
+ * Thread-safety: inferd_submit, inferd_abort, inferd_engine_stats, inferd_engine_healthy,
+ * the model facts and the tokenizer / chat-template functions may be called from any
+ * thread. Output callbacks run on the engine thread and must not block or call back
+ * into the engine except inferd_abort. */
 #ifndef INFERD_H
 #define INFERD_H
 
@@ -38,6 +38,8 @@ enum {
     INFERD_ERR_TEMPLATE = -9,     /* a chat template failed to parse or raised */
     INFERD_ERR_BUSY = -10,        /* shutting down */
     INFERD_ERR_ABORTED = -11,
+    INFERD_ERR_DEVICE_LOST = -12, /* the device failed for good (a sticky CUDA error): the
+                                     engine is dead, every request fails; restart the process */
 };
 
 /* Where the engine computes (--device). AUTO: CUDA when a device is present, else CPU;
@@ -200,6 +202,12 @@ typedef struct inferd_stats {
 } inferd_stats;
 
 void inferd_engine_stats(inferd_engine *e, inferd_stats *st);
+/* False once the engine is dead: its backend reported INFERD_ERR_DEVICE_LOST (a sticky
+ * device error). Every request in flight then ended with INFERD_FINISH_ERROR and every
+ * later inferd_submit returns INFERD_ERR_DEVICE_LOST; only destroying the engine (in
+ * practice, restarting the process) recovers. A recoverable backend failure fails the
+ * requests of its step only and leaves the engine healthy. Thread-safe. */
+bool inferd_engine_healthy(inferd_engine *e);
 
 /* Model facts (thread-safe). */
 int32_t inferd_n_vocab(const inferd_engine *e);

@@ -71,6 +71,13 @@ void dev_blas_destroy(dev_blas h);
 int dev_gemm(dev_blas h, dev_dtype t, const void *A, const void *B, float *C, int m, int n,
              int k);
 
+#if defined(IFD_SIMT_EMU)
+/* Emulation only (emu/devrt_emu.cpp): arm an injected fault as IFD_EMU_FAULT does
+ * ("recoverable@N", "sticky@N"; NULL or "" disarms), restarting the count and reviving
+ * a lost context. DEV_ERR for a malformed spec (then nothing is armed). */
+int dev_emu_fault_set(const char *spec);
+#endif
+
 IFD_NS_END
 
 #endif

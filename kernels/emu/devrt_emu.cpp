@@ -5,9 +5,21 @@
  * The emulated device reports itself as "SIMT emulation (host)" with the host's memory
  * limits, so sizing code runs the same path as on a GPU. A graph records the copies and
  * memsets issued while capturing; launches are recorded by the IFD_LAUNCH closure
- * (emu.h asks capture_active()). */
+ * (emu.h asks capture_active()).
+ *
+ * Fault injection (tests; this file only, so never in the GPU build): IFD_EMU_FAULT=
+ * recoverable@N or sticky@N makes the N-th check fail (N >= 1; a check is a call of
+ * dev_sync, dev_check_launch or dev_graph_launch, counted from the first launch check or
+ * graph launch, so the syncs of a backend's create before its first kernel are not
+ * counted; nor are checks while a graph is being captured).
+ * recoverable: that one check returns DEV_ERR, then all is well again. sticky: it returns
+ * DEV_STICKY, and so does every later call that returns a status (the context is lost,
+ * as a sticky CUDA error leaves it). The variable is read at the first check;
+ * dev_emu_fault_set replaces it (tests). A malformed value is reported on stderr and
+ * injects nothing. */
 #include "../devrt.h"
 
+#include <atomic>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +34,80 @@ static thread_local char t_msg[1024];
 
 static int fail(const char *what) {
     snprintf(t_msg, sizeof t_msg, "%s", what);
+    return DEV_ERR;
+}
+
+/* ---- fault injection ------------------------------------------------------------------- */
+enum { FAULT_NONE = 0, FAULT_RECOVERABLE = 1, FAULT_STICKY = 2 };
+static std::atomic<int> g_fault_kind{-1}; /* -1: IFD_EMU_FAULT not read yet */
+static std::atomic<long long> g_fault_at{0}; /* the check that fails (1-based) */
+static std::atomic<long long> g_checks{0}; /* checks counted so far */
+static std::atomic<bool> g_counting{false}; /* from the first launch check on */
+static std::atomic<bool> g_lost{false}; /* a sticky fault fired */
+
+static int parse_fault(const char *spec, int *kind, long long *at) {
+    *kind = FAULT_NONE;
+    *at = 0;
+    if (!spec || !spec[0]) return DEV_OK;
+    const char *amp = strchr(spec, '@');
+    if (!amp) return DEV_ERR;
+    const size_t n = (size_t)(amp - spec);
+    int k;
+    if (n == 11 && !strncmp(spec, "recoverable", n)) k = FAULT_RECOVERABLE;
+    else if (n == 6 && !strncmp(spec, "sticky", n)) k = FAULT_STICKY;
+    else return DEV_ERR;
+    char *end = NULL;
+    const long long v = strtoll(amp + 1, &end, 10);
+    if (end == amp + 1 || *end || v < 1) return DEV_ERR;
+    *kind = k;
+    *at = v;
+    return DEV_OK;
+}
+
+int dev_emu_fault_set(const char *spec) {
+    int kind;
+    long long at;
+    const int rc = parse_fault(spec, &kind, &at);
+    g_fault_at = at;
+    g_checks = 0;
+    g_counting = false;
+    g_lost = false;
+    g_fault_kind = rc == DEV_OK ? kind : FAULT_NONE;
+    return rc == DEV_OK ? DEV_OK : fail("IFD_EMU_FAULT: expected recoverable@N or sticky@N (N >= 1)");
+}
+
+static int fault_kind(void) {
+    int k = g_fault_kind.load();
+    if (k >= 0) return k;
+    const char *spec = getenv("IFD_EMU_FAULT");
+    if (dev_emu_fault_set(spec) != DEV_OK)
+        fprintf(stderr, "IFD_EMU_FAULT='%s': expected recoverable@N or sticky@N (N >= 1); no fault injected\n", spec);
+    return g_fault_kind.load();
+}
+
+static int lost(void) {
+    snprintf(t_msg, sizeof t_msg, "injected sticky fault (IFD_EMU_FAULT): the emulated device context is lost");
+    return DEV_STICKY;
+}
+#define IFD_EMU_LOST_GUARD()               \
+    do {                                   \
+        if (g_lost.load()) return lost(); \
+    } while (0)
+
+/* One check (dev_sync, dev_check_launch, dev_graph_launch): DEV_OK, or the injected
+ * failure when this is the armed one. launch: a launch check, which starts the count. */
+static int fault_check(bool launch) {
+    const int k = fault_kind();
+    if (k == FAULT_NONE) return DEV_OK;
+    if (g_lost.load()) return lost();
+    if (launch) g_counting = true;
+    if (!g_counting.load()) return DEV_OK;
+    if (++g_checks != g_fault_at.load()) return DEV_OK;
+    if (k == FAULT_STICKY) {
+        g_lost = true;
+        return lost();
+    }
+    snprintf(t_msg, sizeof t_msg, "injected recoverable fault (IFD_EMU_FAULT) at check %lld", g_fault_at.load());
     return DEV_ERR;
 }
 
@@ -51,6 +137,8 @@ int dev_mem_info(size_t *free_bytes, size_t *total_bytes) {
 int dev_malloc(void **p, size_t bytes) {
     /* 256-byte alignment, as cudaMalloc gives */
     void *q = NULL;
+    *p = NULL;
+    IFD_EMU_LOST_GUARD();
     if (posix_memalign(&q, 256, bytes ? bytes : 1) != 0) {
         *p = NULL;
         return fail("out of (emulated device) memory");
@@ -96,6 +184,7 @@ static void capture_launch_hook(ifd_simt::captured_launch *l) {
 }
 
 static int copy(void *dst, const void *src, size_t bytes) {
+    IFD_EMU_LOST_GUARD();
     if (!bytes) return DEV_OK;
     if (!dst || !src) return fail("copy with a NULL pointer");
     if (t_capture) {
@@ -109,6 +198,7 @@ int dev_h2d(void *dst, const void *src, size_t bytes, dev_stream) { return copy(
 int dev_d2h(void *dst, const void *src, size_t bytes, dev_stream) { return copy(dst, src, bytes); }
 int dev_d2d(void *dst, const void *src, size_t bytes, dev_stream) { return copy(dst, src, bytes); }
 int dev_memset(void *p, int byte, size_t bytes, dev_stream) {
+    IFD_EMU_LOST_GUARD();
     if (!bytes) return DEV_OK;
     if (!p) return fail("memset of a NULL pointer");
     if (t_capture) {
@@ -125,9 +215,9 @@ int dev_stream_create(dev_stream *s) {
     return DEV_OK;
 }
 void dev_stream_destroy(dev_stream) {}
-int dev_sync(dev_stream) { return dev_check_launch(); }
-
-int dev_check_launch(void) {
+/* The launches' status since the last call (a launch runs at once, so a sync has
+ * nothing more to wait for). */
+static int launch_status(void) {
     const char *e = ifd_simt::last_error();
     if (e[0]) {
         snprintf(t_msg, sizeof t_msg, "%s", e);
@@ -135,6 +225,19 @@ int dev_check_launch(void) {
         return DEV_ERR;
     }
     return DEV_OK;
+}
+
+/* Checks while a graph is captured are not counted: nothing runs then. */
+int dev_sync(dev_stream) {
+    const int rc = launch_status();
+    const int f = t_capture ? DEV_OK : fault_check(false);
+    return f != DEV_OK ? f : rc;
+}
+
+int dev_check_launch(void) {
+    const int rc = launch_status();
+    const int f = t_capture ? DEV_OK : fault_check(true);
+    return f != DEV_OK ? f : rc;
 }
 const char *dev_error(void) { return t_msg; }
 
@@ -155,6 +258,8 @@ int dev_graph_end(dev_stream, dev_graph *out) {
 }
 int dev_graph_launch(dev_graph g, dev_stream) {
     if (t_capture) return fail("graph launch while capturing");
+    const int f = fault_check(true);
+    if (f != DEV_OK) return f;
     for (size_t i = 0; i < g->n; i++) {
         op_rec *r = &g->ops[i];
         if (r->kind == 0) memmove(r->dst, r->src, r->bytes);
@@ -190,6 +295,7 @@ static inline float load(dev_dtype t, const void *p, size_t i) {
 }
 
 int dev_gemm(dev_blas h, dev_dtype t, const void *A, const void *B, float *C, int m, int n, int k) {
+    IFD_EMU_LOST_GUARD();
     if (!h || m < 0 || n < 0 || k < 0) return fail("dev_gemm: bad arguments");
     if (t_capture) return fail("dev_gemm inside a graph capture is not emulated");
     for (int i = 0; i < m; i++)

@@ -75,11 +75,13 @@ typedef struct backend backend;
 typedef struct backend_ops {
     const char *name;
     /* Run one step. logits: [batch->n_logits][n_vocab] (host memory). IFD_OK or a
-     * negative status: the step failed (its requests fail, the backend stays usable
-     * unless the status says otherwise). */
+     * negative status: the step failed (its requests fail, the backend stays usable),
+     * or IFD_ERR_DEVICE_LOST: the device is gone for good (a sticky CUDA error) and
+     * every later forward / copy_blocks returns it too (the engine dies). */
     int (*forward)(backend *b, const ifd_batch *batch, float *logits);
     /* Copy whole KV blocks src[i] -> dst[i] in every layer (copy-on-write). IFD_OK or a
-     * negative status (the copies may be partly done: the destinations are garbage). */
+     * negative status (the copies may be partly done: the destinations are garbage);
+     * IFD_ERR_DEVICE_LOST as forward's. */
     int (*copy_blocks)(backend *b, const int32_t *src, const int32_t *dst, int32_t n);
     void (*destroy)(backend *b); /* accepts a half-built backend */
 } backend_ops;

@@ -30,6 +30,7 @@ _Static_assert((int)INFERD_ERR_INTERNAL == (int)IFD_ERR_INTERNAL, "inferd.h code
 _Static_assert((int)INFERD_ERR_TEMPLATE == (int)IFD_ERR_TEMPLATE, "inferd.h codes = status.h codes");
 _Static_assert((int)INFERD_ERR_BUSY == (int)IFD_ERR_BUSY, "inferd.h codes = status.h codes");
 _Static_assert((int)INFERD_ERR_ABORTED == (int)IFD_ERR_ABORTED, "inferd.h codes = status.h codes");
+_Static_assert((int)INFERD_ERR_DEVICE_LOST == (int)IFD_ERR_DEVICE_LOST, "inferd.h codes = status.h codes");
 
 static const tokenizer *vocab(const inferd_engine *e) { return inferd_model(e)->tok; }
 

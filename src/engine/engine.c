@@ -5,7 +5,9 @@
  * the timed forwards (sched_cost, max_step_ms), runs the plan (runner.c), then per
  * planned sequence: prompt logprobs from its rows, sched_commit of the accepted tokens
  * (prefix cache), sched_fork of an n > 1 parent, sampling, emit and finish. Sequences
- * the scheduler gave up on (stuck queue) are finished here.
+ * the scheduler gave up on (stuck queue) are finished here. A failed step ends its
+ * requests with INFERD_FINISH_ERROR; a lost device (IFD_ERR_DEVICE_LOST from the backend)
+ * ends every request and kills the engine (inferd_engine_healthy turns false).
  *
  * Threads: inferd_submit / inferd_abort / inferd_engine_stats take the inbox mutex and
  * wake the engine thread with uv_async_send (the only cross-thread wake-up). All other
@@ -330,8 +332,25 @@ static void update_stats(inferd_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+/* The backend lost its device (IFD_ERR_DEVICE_LOST): no later step can succeed. Mark
+ * the engine dead (under mu, so that a submit either sees it or is in the inbox taken
+ * after it) and end every request live or queued with an error: no client waits on
+ * an engine that will never step again. */
+static void engine_die(inferd_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->dead = true;
+    pthread_mutex_unlock(&e->mu);
+    drain_inbox(e);
+    while (e->live) request_end(e, e->live, INFERD_FINISH_ERROR);
+}
+
 /* One engine step; returns the number of live requests. */
 static int engine_step(inferd_engine *e) {
+    if (e->dead) { /* dead: nothing runs again (submit refuses, so this finds nothing new) */
+        engine_die(e);
+        update_stats(e);
+        return 0;
+    }
     drain_inbox(e);
     const int32_t hard = e->opt.max_num_batched_tokens;
     const int32_t mixed = sched_cost_budget(&e->cost, e->opt.max_step_ms, hard);
@@ -349,7 +368,9 @@ static int engine_step(inferd_engine *e) {
             }
         }
         int rc = runner_execute(e);
-        if (rc) {
+        if (rc == IFD_ERR_DEVICE_LOST) {
+            engine_die(e);
+        } else if (rc) {
             /* a backend failure is an internal fault: fail the sequences of this step */
             for (int32_t i = 0; i < p->n_seqs; i++) {
                 p->entries[i].seq->n_scheduled = 0;
@@ -749,9 +770,13 @@ int inferd_submit(inferd_engine *e, const inferd_request *q, uint64_t *id, char 
     const bool penalties = r->sp.repetition_penalty != 1.0f || r->sp.presence_penalty != 0.0f ||
                            r->sp.frequency_penalty != 0.0f;
     pthread_mutex_lock(&e->mu);
-    const bool stopping = e->stopping;
+    const bool stopping = e->stopping, dead = e->dead;
     uint64_t seed = r->sp.has_seed ? r->sp.seed : rng_next(&e->seed_rng);
     pthread_mutex_unlock(&e->mu);
+    if (dead) {
+        request_free(r);
+        return ifd_errf(err, err_bytes, IFD_ERR_DEVICE_LOST, "the engine is dead: its device was lost");
+    }
     if (stopping) {
         request_free(r);
         return ifd_errf(err, err_bytes, IFD_ERR_BUSY, "the engine is shutting down");
@@ -785,6 +810,11 @@ int inferd_submit(inferd_engine *e, const inferd_request *q, uint64_t *id, char 
         tok_detok_init(&s->detok, e->m->tok, false);
     }
     pthread_mutex_lock(&e->mu);
+    if (e->dead) { /* died since the check above: nothing enters the inbox engine_die took */
+        pthread_mutex_unlock(&e->mu);
+        request_free(r);
+        return ifd_errf(err, err_bytes, IFD_ERR_DEVICE_LOST, "the engine is dead: its device was lost");
+    }
     r->id = e->next_id++;
     r->arrival = e->next_arrival++;
     if (e->inbox_tail)
@@ -816,6 +846,13 @@ void inferd_engine_stats(inferd_engine *e, inferd_stats *st) {
     pthread_mutex_lock(&e->mu);
     *st = e->stats;
     pthread_mutex_unlock(&e->mu);
+}
+
+bool inferd_engine_healthy(inferd_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    const bool ok = !e->dead;
+    pthread_mutex_unlock(&e->mu);
+    return ok;
 }
 
 void engine_set_logits_tap(inferd_engine *e, engine_logits_tap fn, void *user) {

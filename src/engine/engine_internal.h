@@ -114,6 +114,8 @@ struct inferd_engine {
     int32_t cap_spare;
     uint64_t next_id, next_arrival;
     bool stopping;
+    bool dead;            /* the backend lost its device (IFD_ERR_DEVICE_LOST): every
+                             request fails from then on; set by the engine thread */
     inferd_stats stats;   /* snapshot, under mu */
 
     /* engine thread */

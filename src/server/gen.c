@@ -371,6 +371,8 @@ int gen_start(server *s, oai_request *r, struct httpd_conn *conn, double t_arriv
         for (int32_t k = i; k < g->n_subs; k++) adm_release(s, &g->subs[k], q->prompts[k].n_ids);
         if (rc == IFD_ERR_BUSY)
             api_fail(e, 503, "shutting_down", NULL, "The server is shutting down.");
+        else if (rc == IFD_ERR_DEVICE_LOST)
+            api_fail(e, 503, "device_lost", NULL, "The device failed; the server is restarting. Retry later.");
         else if (rc == IFD_ERR_LIMIT)
             api_fail(e, 400, "context_length_exceeded", q->kind == OAI_CHAT ? "messages" : "prompt", "%s", err);
         else if (rc == IFD_ERR_INVALID)
@@ -498,4 +500,11 @@ void gen_watch_stop(server *s) {
     atomic_store(&s->watcher_stop, true);
     pthread_join(s->watcher, NULL);
     s->watcher_started = false;
+}
+
+int gen_engine_error(const gen_req *g, api_error *e) {
+    if (g->srv->engine && !inferd_engine_healthy(g->srv->engine))
+        return api_fail(e, 503, "device_lost", NULL,
+                        "The device failed while generating; the server is restarting. Retry later.");
+    return api_fail(e, 500, "engine_error", NULL, "The engine failed while generating.");
 }

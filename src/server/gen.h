@@ -98,6 +98,11 @@ int gen_start(server *s, oai_request *r, struct httpd_conn *conn, double t_arriv
  * is still running it is aborted with `why` (ABORT_NONE: do not abort). */
 void gen_release_http(gen_req *g, abort_reason why);
 void gen_abort(gen_req *g, abort_reason why);
+
+/* The client's error for a generation the engine ended with INFERD_FINISH_ERROR: 503
+ * device_lost once the engine is dead (the server is exiting), else 500 engine_error.
+ * Returns -1, as api_fail. */
+int gen_engine_error(const gen_req *g, api_error *e);
 void gen_abort_all(server *s, abort_reason why);
 
 int gen_watch_start(server *s);

@@ -242,8 +242,17 @@ static int ep_health(http_req *hr) {
     return respond_json(hr, &b);
 }
 
+/* The server's state, with a dead engine seen at once (server.c's loop notices it
+ * within 100 ms and sets SRV_DEVICE_LOST itself). */
+static int state_now(server *s) {
+    int st = atomic_load(&s->state);
+    if ((st == SRV_READY || st == SRV_DRAINING) && s->engine && !inferd_engine_healthy(s->engine))
+        st = SRV_DEVICE_LOST;
+    return st;
+}
+
 static int ep_ready(http_req *hr) {
-    int st = atomic_load(&hr->s->state);
+    int st = state_now(hr->s);
     if (st == SRV_READY) {
         sbuf b = {0};
         sbuf_puts(&b, "{\"status\":\"ready\"}");
@@ -251,6 +260,8 @@ static int ep_ready(http_req *hr) {
     }
     if (st == SRV_LOADING) return http_errorf(hr, 503, "model_loading", NULL, "Not ready: the model is loading.");
     if (st == SRV_DRAINING) return http_errorf(hr, 503, "shutting_down", NULL, "Not ready: the server is shutting down.");
+    if (st == SRV_DEVICE_LOST)
+        return http_errorf(hr, 503, "device_lost", NULL, "Not ready: the device failed; the server is exiting.");
     return http_errorf(hr, 503, "model_load_failed", NULL, "Not ready: the model failed to load.");
 }
 
@@ -652,10 +663,14 @@ static void precheck(http_req *hr) {
                     "The server has too many open connections. Retry later.");
         return;
     }
-    int st = atomic_load(&s->state);
+    int st = state_now(s);
     if (st == SRV_DRAINING && r->needs_engine) {
         metrics_rejected(s->metrics, "shutting_down");
         http_errorf(hr, 503, "shutting_down", NULL, "The server is shutting down.");
+        return;
+    }
+    if (st == SRV_DEVICE_LOST && r->needs_engine) {
+        http_errorf(hr, 503, "device_lost", NULL, "The device failed; the server is restarting. Retry later.");
         return;
     }
     if (st != SRV_READY && r->needs_engine)

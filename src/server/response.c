@@ -187,8 +187,7 @@ int resp_body(gen_req *g, sbuf *o, api_error *e) {
         return e->status;
     }
     for (int32_t i = 0; i < g->n_choices; i++) {
-        if (g->choices[i].finish == INFERD_FINISH_ERROR)
-            return api_fail(e, 500, "engine_error", NULL, "The engine failed while generating.");
+        if (g->choices[i].finish == INFERD_FINISH_ERROR) return gen_engine_error(g, e);
         if (g->choices[i].text.oom) return api_fail(e, 500, NULL, NULL, "out of memory");
     }
     for (int32_t i = 0; i < g->n_subs; i++)

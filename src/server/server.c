@@ -6,7 +6,12 @@
  * before any thread starts) and taken synchronously by the main thread with
  * sigtimedwait — no async handlers. SIGTERM/SIGINT: not ready, new requests get 503,
  * in-flight requests get --shutdown-timeout seconds, then are aborted; a second
- * signal aborts at once. SIGHUP re-reads the API key file. */
+ * signal aborts at once. SIGHUP re-reads the API key file.
+ *
+ * A lost device (inferd_engine_healthy false: a sticky CUDA error) takes the same path:
+ * not ready (503 device_lost, for 0.5 s at least), the in-flight requests get their
+ * errors within ~2 s (then they are aborted), and serve returns 1 so that the
+ * supervisor (systemd Restart=, docker --restart) starts a fresh process. */
 #include "server.h"
 
 #include <errno.h>
@@ -231,8 +236,8 @@ int server_main(int argc, char **argv) {
         server_deinit(s);
         return 1;
     }
-    bool loader_joined = false, drain = false, aborted = false, forced = false;
-    double deadline = 0, hard_deadline = 0;
+    bool loader_joined = false, drain = false, aborted = false, forced = false, lost = false;
+    double deadline = 0, hard_deadline = 0, lost_at = 0;
     int exit_code = 0;
     for (;;) {
         struct timespec ts = {0, 100 * 1000 * 1000};
@@ -260,16 +265,33 @@ int server_main(int argc, char **argv) {
                 break;
             }
         }
+        if (loader_joined && !lost && s->engine && !inferd_engine_healthy(s->engine)) {
+            /* a sticky device error: the engine has failed every request and refuses new
+             * ones. Not ready from now on; drain as for SIGTERM, but briefly (the
+             * requests in flight are only waiting to send their errors), and exit
+             * non-zero so that systemd / docker restart the process. */
+            lost = true;
+            lost_at = ifd_now_s();
+            exit_code = 1;
+            atomic_store(&s->state, SRV_DEVICE_LOST);
+            const double soon = ifd_now_s() + IFD_MIN(s->cfg.shutdown_timeout_s, 2.0);
+            deadline = drain ? IFD_MIN(deadline, soon) : soon;
+            drain = true;
+            slog("error", "the device is lost: not ready; %lld requests in flight end with errors; exiting",
+                 (long long)atomic_load(&s->inflight));
+        }
         if (!drain || !loader_joined) continue;
         int expected = SRV_READY;
         atomic_compare_exchange_strong(&s->state, &expected, SRV_DRAINING);
         const double now = ifd_now_s();
-        if (atomic_load(&s->inflight) == 0) break;
+        /* after a loss, answer 503 device_lost for half a second at least, so that a
+         * health probe sees why rather than only a refused connection */
+        if (atomic_load(&s->inflight) == 0 && (!lost || now >= lost_at + 0.5)) break;
         if (!aborted && now >= deadline) {
             slog("warn", "shutdown timeout: aborting %lld requests in flight", (long long)atomic_load(&s->inflight));
             gen_abort_all(s, ABORT_SHUTDOWN);
             aborted = true;
-            hard_deadline = now + 10;
+            hard_deadline = now + (lost ? 3 : 10);
         }
         if (aborted && now >= hard_deadline) {
             forced = true;

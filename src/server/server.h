@@ -27,6 +27,7 @@ typedef enum srv_state {
     SRV_READY = 1,
     SRV_DRAINING = 2,
     SRV_FAILED = 3,
+    SRV_DEVICE_LOST = 4, /* the engine died (a sticky device error): not ready, exiting */
 } srv_state;
 
 typedef struct server {

@@ -99,7 +99,7 @@ bool sse_fill(gen_req *g, sbuf *o) {
     if (failed) {
         if (!g->all_done) return false; /* the engine still writes into this request */
         api_error e = g->error;
-        if (!g->has_error) api_fail(&e, 500, "engine_error", NULL, "The engine failed while generating.");
+        if (!g->has_error) gen_engine_error(g, &e);
         sse_error(&e, o);
         g->sent_done = true;
         return true;

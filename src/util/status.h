@@ -18,7 +18,8 @@
     X(ERR_INTERNAL, -8, "internal error")                   \
     X(ERR_TEMPLATE, -9, "template error")                   \
     X(ERR_BUSY, -10, "resource busy")                       \
-    X(ERR_ABORTED, -11, "aborted")
+    X(ERR_ABORTED, -11, "aborted")                          \
+    X(ERR_DEVICE_LOST, -12, "device lost")
 
 enum {
 #define IFD_X(name, code, str) IFD_##name = code,

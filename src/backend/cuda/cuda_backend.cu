@@ -10,9 +10,10 @@
 // the batch arrays in one copy, runs fwd_run over the shadow model (so every op gets
 // device pointers), and copies the logits rows back.
 //
-// Failures: a recoverable device error fails the step (INFERD_ERR_INTERNAL: the
-// engine fails that step's requests); a sticky one also marks the backend dead, and
-// every later forward fails at once (the server reports not ready and exits).
+// Failures: a recoverable device error fails the step (IFD_ERR_INTERNAL: the engine
+// fails that step's requests); a sticky one marks the backend dead and returns
+// IFD_ERR_DEVICE_LOST, as every later forward does at once (the engine dies, the server
+// reports not ready and exits).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +83,7 @@ static int dev_fail(cuda_backend *cb, int rc, const char *what) {
     if (rc == DEV_STICKY) cb->dead = true;
     slog("error", "%s backend: %s: %s%s", IFD_CUDA_KIND, what, dev_error(),
             rc == DEV_STICKY ? " (the device is lost)" : "");
-    return IFD_ERR_INTERNAL;
+    return cb->dead ? IFD_ERR_DEVICE_LOST : IFD_ERR_INTERNAL;
 }
 #define DEV_TRY(cb, call, what)                               \
     do {                                                      \
@@ -242,12 +243,12 @@ static const fwd_ops CUDA_FWD = {
 /* ---- backend_ops ---------------------------------------------------------------------- */
 static int b_forward(backend *b, const ifd_batch *bt, float *logits) {
     cuda_backend *cb = (cuda_backend *)b;
-    if (cb->dead) return IFD_ERR_INTERNAL;
+    if (cb->dead) return IFD_ERR_DEVICE_LOST;
     int rc = fwd_run(&CUDA_FWD, cb, &cb->shadow, &cb->buf, bt, cb->logits);
     cb->bt = NULL;
     if (rc != IFD_OK) {
-        (void)dev_sync(cb->s); /* drain; a sticky error shows here too */
-        return rc;
+        if (dev_sync(cb->s) == DEV_STICKY) cb->dead = true; /* drain; a sticky error shows here too */
+        return cb->dead ? IFD_ERR_DEVICE_LOST : rc;
     }
     if (bt->n_logits)
         DEV_TRY(cb, dev_d2h(logits, cb->logits, (size_t)bt->n_logits * b->m->hp.n_vocab * sizeof(float), cb->s),
@@ -258,7 +259,7 @@ static int b_forward(backend *b, const ifd_batch *bt, float *logits) {
 
 static int b_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, int32_t n) {
     cuda_backend *cb = (cuda_backend *)b;
-    if (cb->dead) return IFD_ERR_INTERNAL;
+    if (cb->dead) return IFD_ERR_DEVICE_LOST;
     const model_hparams *hp = &b->m->hp;
     const size_t bf = (size_t)b->cfg.block_size * hp->n_kv_heads * hp->head_dim;
     for (uint32_t l = 0; l < hp->n_layers; l++)
