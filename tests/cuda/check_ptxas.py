@@ -37,6 +37,19 @@ def demangle(names: list[str]) -> list[str]:
     return got if len(got) == len(names) else names
 
 
+def short_name(name: str) -> str:
+    """The demangled name without its parameter list (the last balanced "(...)") and
+    without "(anonymous namespace)::"."""
+    name = name.replace("(anonymous namespace)::", "")
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                return name[:i]
+    return name
+
+
 def compile_one(nvcc: str, src: Path, root: Path, arch: str) -> tuple[int, str]:
     cmd = [nvcc, "-std=c++17", f"-arch=sm_{arch}", "-Xptxas", "-v", "-Werror", "all-warnings",
            "-Xcompiler", "-Wall,-Wextra,-Werror", "-I", str(root / "src"), "-I", str(root / "kernels"),
@@ -89,7 +102,7 @@ def main() -> int:
             lim = next(((r, s) for rx, r, s in table if rx is None or rx.search(name)), (255, 0))
             ok = e["regs"] <= lim[0] and e["spill"] <= lim[1]
             bad += not ok
-            short = re.sub(r"\(.*", "", name)
+            short = short_name(name)
             print(f"{'ok  ' if ok else 'FAIL'} sm_{arch} {short}: {e['regs']} registers (<= {lim[0]}), "
                   f"{e['spill']} bytes spilled (<= {lim[1]})")
     print(f"check_ptxas: {len(jobs)} compilations, {bad} failures")

@@ -50,7 +50,10 @@ if(CUDAToolkit_FOUND AND NOT INFERD_EMU STREQUAL "OFF")
     ${CMAKE_SOURCE_DIR}/kernels/emu/devrt_emu.cpp)
   target_include_directories(ifd_cuda_emu PUBLIC ${CMAKE_SOURCE_DIR}/kernels ${CMAKE_SOURCE_DIR}/src)
   target_include_directories(ifd_cuda_emu SYSTEM PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
-  target_compile_definitions(ifd_cuda_emu PUBLIC IFD_SIMT_EMU=1 PRIVATE IFD_ROOM_BACKEND=1)
+  # IFD_SIMT_EMU stays PRIVATE (the emulated tests add it themselves): ifd_backend links
+  # this library and inferd_cuda links ifd_backend, so a PUBLIC one would compile the GPU
+  # build's kernels (and gpu_test_*) in emulation mode.
+  target_compile_definitions(ifd_cuda_emu PRIVATE IFD_SIMT_EMU=1 IFD_ROOM_BACKEND=1)
   target_compile_options(ifd_cuda_emu PRIVATE -Wall -Wextra -Werror -Wno-unused-function)
   # Emulated kernels call fmaf for every multiply-add: a libm call without FMA code
   # generation. The emulation runs where it is built (tests), so use the host's FMA.
