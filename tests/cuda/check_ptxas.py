@@ -23,7 +23,7 @@ def budgets(path: Path) -> list[tuple[re.Pattern[str] | None, int, int]]:
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        rx, regs, spill = line.split()
+        rx, regs, spill = line.rsplit(None, 2)  # the regex may hold spaces ("k_mm<2, 4, 8>")
         out.append((None if rx == "*" else re.compile(rx), int(regs), int(spill)))
     return out
 
