@@ -44,8 +44,9 @@
  * than a block's shared memory, and the block's four warps read the same x lines, so
  * L1 serves the reuse; each x load is shared by the R rows a warp holds.
  *
- * Registers (ptxas -v, sm_90): decode 48-79, the 8-token tiles up to 255 for the
- * quantized types, no spills; sm_80 spills a few bytes in five of them. */
+ * Registers (ptxas -v; budgets in tests/cuda/ptxas_budgets.txt): decode 48-90, the
+ * 8-token tiles 168-255; no spills but in the Q5_0 8-token tile (a few bytes, see the
+ * budget file). */
 #include "simt.h"
 
 #include "matmul.h"
@@ -71,6 +72,15 @@ enum {
 #define MM_UNROLL
 #else
 #define MM_UNROLL _Pragma("unroll")
+#endif
+
+/* The float types' decode loop keeps four units in flight per lane; sm_80's ptxas spilled
+ * a few bytes there for F16/BF16 (48 registers), so below sm_90 it keeps two: at that
+ * register count 10 blocks fit an SM, enough loads in flight for the bandwidth. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define MM_FLOAT_DECODE_UNROLL 2
+#else
+#define MM_FLOAT_DECODE_UNROLL 4
 #endif
 
 #define MM_WARPS 4
@@ -257,19 +267,24 @@ static __device__ __forceinline__ void mm_q4k_scale_min_w(int j, const uint32_t 
     }
 }
 
-/* x[c .. c+8) of one token row, zeros past n_cols; VX: c+8 <= n_cols and the row is
- * 16-byte aligned (two vector loads, no branch). */
-template <bool VX>
-static __device__ __forceinline__ void mm_ld_x8(float *v, const float *xr, int32_t c, int32_t n_cols) {
+/* x[c .. c+N) of one token row (N = 4 or 8), zeros past n_cols; VX: c+N <= n_cols and
+ * the row is 16-byte aligned (N/4 vector loads, no branch). */
+template <int N, bool VX>
+static __device__ __forceinline__ void mm_ld_x(float *v, const float *xr, int32_t c, int32_t n_cols) {
     if (VX) {
-        const float4 a = __ldg(reinterpret_cast<const float4 *>(xr + c));
-        const float4 b = __ldg(reinterpret_cast<const float4 *>(xr + c + 4));
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-        v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+MM_UNROLL
+        for (int j = 0; j < N / 4; j++) {
+            const float4 a = __ldg(reinterpret_cast<const float4 *>(xr + c + 4 * j));
+            v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = a.z, v[4 * j + 3] = a.w;
+        }
     } else {
 MM_UNROLL
-        for (int i = 0; i < 8; i++) v[i] = c + i < n_cols ? __ldg(xr + c + i) : 0.0f;
+        for (int i = 0; i < N; i++) v[i] = c + i < n_cols ? __ldg(xr + c + i) : 0.0f;
     }
+}
+template <bool VX>
+static __device__ __forceinline__ void mm_ld_x8(float *v, const float *xr, int32_t c, int32_t n_cols) {
+    mm_ld_x<8, VX>(v, xr, c, n_cols);
 }
 
 static __device__ __forceinline__ float mm_bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
@@ -376,22 +391,26 @@ MM_UNROLL
 MM_UNROLL
         for (int r = 0; r < R; r++) p0[r][t] = p1[r][t] = 0.0f;
     }
+    /* The unit's elements in chunks of CH, in order: 8 at a time, but 4 in the 8-token
+     * tiles, where x[TT][8] would not fit beside the accumulators (ptxas spilled there).
+     * Every part still takes its elements in order, so the chunk size changes no result. */
+    constexpr int CH = TT >= 8 ? 4 : 8;
 MM_UNROLL
-    for (int pc = 0; pc < 4; pc++) { /* elements 8pc .. 8pc+7 */
-        float xs[TT][8];
+    for (int pc = 0; pc < 32 / CH; pc++) { /* elements CH*pc .. CH*pc+CH-1 */
+        float xs[TT][CH];
 MM_UNROLL
         for (int t = 0; t < TT; t++) {
-            mm_ld_x8<VX>(xs[t], xr[t], 32 * u + 8 * pc, W.n_cols);
+            mm_ld_x<CH, VX>(xs[t], xr[t], 32 * u + CH * pc, W.n_cols);
             if (TY == MM_Q4_K)
 MM_UNROLL
-                for (int i = 0; i < 8; i++) sx[t] += xs[t][i];
+                for (int i = 0; i < CH; i++) sx[t] += xs[t][i];
         }
 MM_UNROLL
         for (int r = 0; r < R; r++) {
-            float qf[8];
+            float qf[CH];
 MM_UNROLL
-            for (int i = 0; i < 8; i++) {
-                const int e = 8 * pc + i;
+            for (int i = 0; i < CH; i++) {
+                const int e = CH * pc + i;
                 if (TY == MM_Q8_0) {
                     qf[i] = (float)(int8_t)(qw[r][e >> 2] >> (8 * (e & 3)));
                 } else {
@@ -405,19 +424,26 @@ MM_UNROLL
 MM_UNROLL
             for (int t = 0; t < TT; t++)
 MM_UNROLL
-                for (int i = 0; i < 8; i++) {
-                    if (TY == MM_Q6_K && pc >= 2)
+                for (int i = 0; i < CH; i++) {
+                    if (TY == MM_Q6_K && CH * pc + i >= 16)
                         p1[r][t] = fmaf(qf[i], xs[t][i], p1[r][t]);
                     else
                         p0[r][t] = fmaf(qf[i], xs[t][i], p0[r][t]);
                 }
         }
+        /* Q6_K: the first half's part is complete; fold it now (acc's first operation,
+         * as before) so that its registers serve the second half */
+        if (TY == MM_Q6_K && CH * pc + CH == 16)
+MM_UNROLL
+            for (int r = 0; r < R; r++)
+MM_UNROLL
+                for (int t = 0; t < TT; t++) acc[r][t] = fmaf(s0[r], p0[r][t], acc[r][t]);
     }
 MM_UNROLL
     for (int r = 0; r < R; r++)
 MM_UNROLL
         for (int t = 0; t < TT; t++) {
-            acc[r][t] = fmaf(s0[r], p0[r][t], acc[r][t]);
+            if (TY != MM_Q6_K) acc[r][t] = fmaf(s0[r], p0[r][t], acc[r][t]);
             if (TY == MM_Q6_K) acc[r][t] = fmaf(s1[r], p1[r][t], acc[r][t]);
             if (TY == MM_Q4_K) acc[r][t] = fmaf(s1[r], sx[t], acc[r][t]);
         }
@@ -457,7 +483,7 @@ MM_UNROLL
      * before its FMAs: __ldg cannot alias a store) */
     int32_t u = lane;
 #if !defined(IFD_SIMT_EMU)
-    constexpr int kUnroll = R * TT <= 2 ? 4 : 1;
+    constexpr int kUnroll = R * TT <= 2 ? (kFloat ? MM_FLOAT_DECODE_UNROLL : 4) : 1;
 #pragma unroll kUnroll
 #endif
     for (; u < n_vec; u += 32) {

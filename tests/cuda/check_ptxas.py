@@ -23,7 +23,7 @@ def budgets(path: Path) -> list[tuple[re.Pattern[str] | None, int, int]]:
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        rx, regs, spill = line.split()
+        rx, regs, spill = line.rsplit(None, 2)  # the regex may hold spaces ("k_mm<2, 4, 8>")
         out.append((None if rx == "*" else re.compile(rx), int(regs), int(spill)))
     return out
 
@@ -35,6 +35,19 @@ def demangle(names: list[str]) -> list[str]:
     r = subprocess.run([cf], input="\n".join(names), capture_output=True, text=True)
     got = r.stdout.splitlines()
     return got if len(got) == len(names) else names
+
+
+def short_name(name: str) -> str:
+    """The demangled name without its parameter list (the last balanced "(...)") and
+    without "(anonymous namespace)::"."""
+    name = name.replace("(anonymous namespace)::", "")
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                return name[:i]
+    return name
 
 
 def compile_one(nvcc: str, src: Path, root: Path, arch: str) -> tuple[int, str]:
@@ -89,7 +102,7 @@ def main() -> int:
             lim = next(((r, s) for rx, r, s in table if rx is None or rx.search(name)), (255, 0))
             ok = e["regs"] <= lim[0] and e["spill"] <= lim[1]
             bad += not ok
-            short = re.sub(r"\(.*", "", name)
+            short = short_name(name)
             print(f"{'ok  ' if ok else 'FAIL'} sm_{arch} {short}: {e['regs']} registers (<= {lim[0]}), "
                   f"{e['spill']} bytes spilled (<= {lim[1]})")
     print(f"check_ptxas: {len(jobs)} compilations, {bad} failures")

@@ -17,7 +17,7 @@
 #                                     carry=["gpu-assets"]))
 # Environment: GPU_QUICK=1 skips the 8B benchmarks; OUT (if set) receives the logs.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 ROOT=$PWD
 ASSETS=$ROOT/gpu-assets
 B=$ROOT/build-gpu
@@ -28,8 +28,9 @@ ROWS=()
 row() { ROWS+=("$(printf '%-44s %-8s %s' "$1" "$2" "$3")"); }
 elapsed() { echo $(( $(date +%s) - T0 ))s; }
 
-[ -d "$ASSETS/debs" ] && [ -d "$ASSETS/models" ] || {
-  echo "run.sh: gpu-assets/{debs,models} missing (bash tests/gpu/prepare.sh on a Debian machine)"; exit 2; }
+if [ ! -d "$ASSETS/debs" ] || [ ! -d "$ASSETS/models" ]; then
+  echo "run.sh: gpu-assets/{debs,models} missing (bash tests/gpu/prepare.sh on a Debian machine)"; exit 2
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1
 
 # ---- 1. the server libraries from the carried .deb files (no dpkg needed) --------------
@@ -105,11 +106,12 @@ bench() { # NAME DTYPE N_REQ IN OUT MAX_SEQS
 if [ "${GPU_QUICK:-0}" != 1 ]; then
   for dt in bf16 q4_0 q4_k; do
     j=$(bench "b1-$dt" $dt 1 128 256 1)
-    row "llama3-8b $dt batch-1 decode" "$(echo "$j" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d.get("decode_tok_s", d.get("output_tok_s", 0)), 1))' 2>/dev/null || echo '?')" "tok/s  (bench-b1-$dt.log)"
+    # inferd bench's last line is JSON; batch-1 decode rate = 1000 / TPOT p50 (ms)
+    row "llama3-8b $dt batch-1 decode" "$(echo "$j" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(1000.0 / d["tpot_ms_p50"], 1) if d.get("tpot_ms_p50") else "?")' 2>/dev/null || echo '?')" "tok/s  (bench-b1-$dt.log)"
   done
   for c in 64 256; do
     j=$(bench "c$c" bf16 $c 128 512 $c)
-    row "llama3-8b bf16 $c concurrent (128 in, 512 out)" "$(echo "$j" | python3 -c 'import json,sys; print(round(json.load(sys.stdin).get("output_tok_s", 0), 1))' 2>/dev/null || echo '?')" "output tok/s"
+    row "llama3-8b bf16 $c concurrent (128 in, 512 out)" "$(echo "$j" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["output_tok_per_s"], 1))' 2>/dev/null || echo '?')" "output tok/s"
   done
 fi
 

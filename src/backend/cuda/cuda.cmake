@@ -50,16 +50,24 @@ if(CUDAToolkit_FOUND AND NOT INFERD_EMU STREQUAL "OFF")
     ${CMAKE_SOURCE_DIR}/kernels/emu/devrt_emu.cpp)
   target_include_directories(ifd_cuda_emu PUBLIC ${CMAKE_SOURCE_DIR}/kernels ${CMAKE_SOURCE_DIR}/src)
   target_include_directories(ifd_cuda_emu SYSTEM PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
-  target_compile_definitions(ifd_cuda_emu PUBLIC IFD_SIMT_EMU=1 PRIVATE IFD_ROOM_BACKEND=1)
+  # IFD_SIMT_EMU stays PRIVATE (the emulated tests add it themselves): ifd_backend links
+  # this library and inferd_cuda links ifd_backend, so a PUBLIC one would compile the GPU
+  # build's kernels (and gpu_test_*) in emulation mode.
+  target_compile_definitions(ifd_cuda_emu PRIVATE IFD_SIMT_EMU=1 IFD_ROOM_BACKEND=1)
   target_compile_options(ifd_cuda_emu PRIVATE -Wall -Wextra -Werror -Wno-unused-function)
   # Emulated kernels call fmaf for every multiply-add: a libm call without FMA code
-  # generation. The emulation runs where it is built (tests), so use the host's FMA.
+  # generation. The emulation runs where it is built (tests), so use the host's FMA —
+  # for the emulated sources only (INFERD_EMU_FLAGS, also given to the emu tests): the
+  # CPU backend's own files must not change their code generation.
+  set(INFERD_EMU_FLAGS)
   if(EXISTS /proc/cpuinfo)
-    file(STRINGS /proc/cpuinfo _cpu_flags REGEX "^flags" LIMIT_COUNT 1)
-    if(_cpu_flags MATCHES " fma ")
-      target_compile_options(ifd_cuda_emu PUBLIC -mfma -ffp-contract=off)
+    file(STRINGS /proc/cpuinfo _cpu_flags REGEX "^flags")
+    list(GET _cpu_flags 0 _cpu_flags0)
+    if(_cpu_flags0 MATCHES "[ \t]fma[ \t]")
+      set(INFERD_EMU_FLAGS -mfma -ffp-contract=off)
     endif()
   endif()
+  target_compile_options(ifd_cuda_emu PRIVATE ${INFERD_EMU_FLAGS})
   target_link_libraries(ifd_cuda_emu PUBLIC ifd_model ifd_util Threads::Threads)
   target_compile_definitions(ifd_backend PUBLIC INFERD_HAVE_EMU=1)
   target_link_libraries(ifd_backend PUBLIC ifd_cuda_emu)
