@@ -72,9 +72,43 @@ typedef struct backend_config {
 
 typedef struct backend backend;
 
+/* ---- sampling on the device (backend_ops.sample) ----------------------------------
+ * One token drawn from one row of the last forward's logits, with the engine sampler's
+ * pipeline and arithmetic (src/engine/sampler.h), so the token is exactly the one
+ * sampler_sample_at would return for the same row: the logits never travel to the host. */
+#define BACKEND_SAMPLE_MAX_TOP 20     /* top logprobs per row (LOGPROBS_MAX_TOP) */
+#define BACKEND_SAMPLE_MAX_BIAS 1024  /* logit_bias entries per row (the engine's limit) */
+#define BACKEND_SAMPLE_MAX_BAN 256    /* banned ids per row */
+typedef struct backend_bias {
+    int32_t id;
+    float bias;
+} backend_bias; /* the layout of sampler_bias */
+typedef struct backend_logprob {
+    int32_t id;
+    float logprob;
+} backend_logprob; /* the layout of logprob_entry / inferd_token_logprob */
+typedef struct backend_sample_row {
+    int32_t logits_row; /* row of the last forward's logits, < its n_logits */
+    float temperature, top_p, min_p;
+    int32_t top_k;
+    float repetition_penalty, presence_penalty, frequency_penalty;
+    int32_t n_logprobs;     /* < 0: none; else top N <= BACKEND_SAMPLE_MAX_TOP */
+    uint64_t key, position; /* the counter-based RNG (ifd_rng key, counter) */
+    /* penalties: the distinct ids seen (prompt + output) and dense per-id counts of
+     * generated tokens ([n_vocab]); n_seen 0 / NULL: none */
+    const int32_t *seen;
+    int32_t n_seen;
+    const int32_t *count;
+    const backend_bias *bias; /* [n_bias] applied in order */
+    int32_t n_bias;
+    const int32_t *ban; /* [n_ban] ids never drawn */
+    int32_t n_ban;
+} backend_sample_row;
+
 typedef struct backend_ops {
     const char *name;
-    /* Run one step. logits: [batch->n_logits][n_vocab] (host memory). IFD_OK or a
+    /* Run one step. logits: [batch->n_logits][n_vocab] (host memory), or NULL when the
+     * backend has sample(): the logits stay on the device for it. IFD_OK or a
      * negative status: the step failed (its requests fail, the backend stays usable),
      * or IFD_ERR_DEVICE_LOST: the device is gone for good (a sticky CUDA error) and
      * every later forward / copy_blocks returns it too (the engine dies). */
@@ -84,6 +118,13 @@ typedef struct backend_ops {
      * IFD_ERR_DEVICE_LOST as forward's. */
     int (*copy_blocks)(backend *b, const int32_t *src, const int32_t *dst, int32_t n);
     void (*destroy)(backend *b); /* accepts a half-built backend */
+    /* Optional (NULL: the engine samples on the host from forward's logits). Draw
+     * tokens[i] from row rows[i].logits_row of the last forward (run with logits ==
+     * NULL), i < n <= cfg.max_batch_seqs; lp: [n][1 + BACKEND_SAMPLE_MAX_TOP] or NULL:
+     * lp[i][0] = (token, its logprob), lp[i][1..] the top n_logprobs, for rows that
+     * ask. Statuses as forward's. */
+    int (*sample)(backend *b, const backend_sample_row *rows, int32_t n, int32_t *tokens,
+                  backend_logprob *lp);
 } backend_ops;
 
 struct backend {

@@ -214,20 +214,12 @@ static void drain_inbox(inferd_engine *e) {
             }
 }
 
-/* Sample the next token of s from logits row, append it, emit / finish. The tokens
- * s fed this step are already committed (sched_commit): a finish frees its blocks. */
-static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
+/* Append the drawn token id to s (with its logprobs lp[0 .. 1 + n_top) when asked),
+ * emit / finish. The tokens s fed this step are already committed (sched_commit): a
+ * finish frees its blocks. */
+static void seq_take(inferd_engine *e, sequence *s, int32_t id, inferd_token_logprob *lp,
+                     int32_t n_top) {
     request *r = s->req;
-    const sampler_state *st = s->samp.count ? &s->samp : NULL; /* NULL: no penalties asked */
-    const int32_t id = sampler_sample_seq(&r->sparams, st, row, e->n_vocab, &s->rng,
-                                          &e->scratch);
-    int32_t n_top = 0;
-    inferd_token_logprob *lp = NULL;
-    if (r->sp.logprobs >= 0) {
-        n_top = r->sp.logprobs;
-        lp = e->lp_buf;
-        n_top = logprobs_compute(row, e->n_vocab, id, n_top, (logprob_entry *)lp);
-    }
     if (r->t_first_token == 0.0) r->t_first_token = ifd_now_s();
     s->ss.tokens[s->ss.n_tokens++] = id;
     s->n_generated++;
@@ -257,6 +249,86 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
     }
 }
 
+/* Sample the next token of s from logits row on the host, then seq_take. */
+static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
+    request *r = s->req;
+    const sampler_state *st = s->samp.count ? &s->samp : NULL; /* NULL: no penalties asked */
+    const int32_t id = sampler_sample_seq(&r->sparams, st, row, e->n_vocab, &s->rng,
+                                          &e->scratch);
+    int32_t n_top = 0;
+    inferd_token_logprob *lp = NULL;
+    if (r->sp.logprobs >= 0) {
+        lp = e->lp_buf;
+        n_top = logprobs_compute(row, e->n_vocab, id, r->sp.logprobs, (logprob_entry *)lp);
+    }
+    seq_take(e, s, id, lp, n_top);
+}
+
+/* Can every draw of plan p run on the device (backend_ops.sample)? Not when a row's
+ * logits are wanted on the host: prompt logprobs, the logits tap, more top logprobs
+ * than the device op gives, more bans than it takes. */
+static bool step_samples_on_device(const inferd_engine *e, const sched_plan *p) {
+    if (!e->be->ops->sample || e->opt.no_device_sampling || e->tap) return false;
+    for (int32_t i = 0; i < p->n_seqs; i++) {
+        const sched_entry *en = &p->entries[i];
+        if (en->n_logits == 0) continue;
+        const request *r = seq_of(en->seq)->req;
+        if (en->n_logits > 1 || (en->seq->all_prompt_logits && r->plp)) return false;
+        if (r->sp.logprobs > BACKEND_SAMPLE_MAX_TOP) return false;
+        if (r->sparams.n_banned > BACKEND_SAMPLE_MAX_BAN ||
+            r->sparams.n_logit_bias > BACKEND_SAMPLE_MAX_BIAS)
+            return false;
+    }
+    return true;
+}
+
+/* The draws of this step on the device: one row per advancing sequence, keyed by its
+ * RNG (the counter advances as sampler_sample_seq's does), then seq_take. */
+static int advance_on_device(inferd_engine *e, const int32_t *rows_of) {
+    _Static_assert(sizeof(backend_bias) == sizeof(sampler_bias), "bias layout");
+    _Static_assert(sizeof(backend_logprob) == sizeof(inferd_token_logprob), "logprob layout");
+    for (int32_t k = 0; k < e->n_adv; k++) {
+        sequence *s = e->adv_seq[k];
+        const request *r = s->req;
+        const sampler_params *sp = &r->sparams;
+        backend_sample_row *w = &e->adv_rows[k];
+        *w = (backend_sample_row){.logits_row = rows_of[k],
+                                  .temperature = sp->temperature,
+                                  .top_p = sp->top_p,
+                                  .min_p = sp->min_p,
+                                  .top_k = sp->top_k,
+                                  .repetition_penalty = sp->repetition_penalty,
+                                  .presence_penalty = sp->presence_penalty,
+                                  .frequency_penalty = sp->frequency_penalty,
+                                  .n_logprobs = r->sp.logprobs,
+                                  .key = s->rng.key,
+                                  .position = s->rng.ctr,
+                                  .bias = (const backend_bias *)sp->logit_bias,
+                                  .n_bias = sp->n_logit_bias,
+                                  .ban = sp->banned,
+                                  .n_ban = sp->n_banned};
+        if (s->samp.count) {
+            w->seen = s->samp.seen;
+            w->n_seen = s->samp.n_seen;
+            w->count = s->samp.count;
+        }
+        s->rng.ctr++;
+    }
+    const int rc = e->be->ops->sample(e->be, e->adv_rows, e->n_adv, e->adv_tok, e->adv_lp);
+    if (rc != IFD_OK) return rc;
+    for (int32_t k = 0; k < e->n_adv; k++) {
+        sequence *s = e->adv_seq[k];
+        inferd_token_logprob *lp = NULL;
+        int32_t n_top = 0;
+        if (s->req->sp.logprobs >= 0) {
+            lp = (inferd_token_logprob *)(e->adv_lp + (size_t)k * (1 + BACKEND_SAMPLE_MAX_TOP));
+            n_top = IFD_MIN(s->req->sp.logprobs, e->n_vocab);
+        }
+        seq_take(e, s, e->adv_tok[k], lp, n_top);
+    }
+    return IFD_OK;
+}
+
 /* Prompt logprobs of the rows of en: row j is that of position pos = (first fed) +
  * n_tokens - n_logits + j and scores prompt token pos + 1. */
 static void store_prompt_logprobs(inferd_engine *e, const sched_entry *en) {
@@ -274,8 +346,19 @@ static void store_prompt_logprobs(inferd_engine *e, const sched_entry *en) {
     }
 }
 
-static void postprocess(inferd_engine *e) {
+/* After a forward: prompt logprobs, commits, forks; then the step's draws, in plan
+ * order, on the host from e->logits or on the device (e->dev_sample). Returns a
+ * device sampling failure (its sequences' requests fail). */
+static int postprocess(inferd_engine *e) {
     const sched_plan *p = e->plan;
+    int32_t *rows_of = e->adv_row;
+    e->n_adv = 0;
+#define ADVANCE(seq, row_index)                                                 \
+    do {                                                                        \
+        IFD_ASSERT(e->n_adv < e->opt.max_num_seqs);                           \
+        e->adv_seq[e->n_adv] = (seq);                                           \
+        rows_of[e->n_adv++] = (row_index);                                      \
+    } while (0)
     for (int32_t i = 0; i < p->n_seqs; i++) {
         const sched_entry *en = &p->entries[i];
         sched_seq *q = en->seq;
@@ -283,12 +366,10 @@ static void postprocess(inferd_engine *e) {
         request *r = s->req;
         const bool ends_known = q->n_computed + en->n_tokens == q->n_tokens;
         if (q->all_prompt_logits && en->n_logits > 0) store_prompt_logprobs(e, en);
-        const float *row = NULL;
-        if (ends_known && en->n_logits > 0)
-            row = e->logits + (size_t)(en->logits_first + en->n_logits - 1) * e->n_vocab;
+        const int32_t row = ends_known && en->n_logits > 0 ? en->logits_first + en->n_logits - 1 : -1;
         /* every fed token is accepted (no speculation yet); the prefix cache gets them */
         sched_commit(&e->sch, q, en->n_tokens);
-        if (!row) continue;
+        if (row < 0) continue;
         q->all_prompt_logits = false; /* the prompt's rows are in: a recompute needs one */
         if (s->max_tokens == 0) {
             /* the prompt only: every choice ends with no token (choice 0 first, with
@@ -304,11 +385,17 @@ static void postprocess(inferd_engine *e) {
             r->forked = true;
             sched_fork(&e->sch, q);
             for (int32_t c = r->n_seqs - 1; c >= 1; c--)
-                if (r->seqs[c].ss.status == SCHED_RUNNING) seq_advance(e, &r->seqs[c], row);
-            /* r is not freed yet: the parent is still live */
+                if (r->seqs[c].ss.status == SCHED_RUNNING) ADVANCE(&r->seqs[c], row);
         }
-        seq_advance(e, s, row);
+        ADVANCE(s, row);
     }
+#undef ADVANCE
+    /* the draws (a finish may free a request only once its last advancing choice is
+     * taken: every choice of a request that advances here is still live) */
+    if (e->dev_sample) return advance_on_device(e, rows_of);
+    for (int32_t k = 0; k < e->n_adv; k++)
+        seq_advance(e, e->adv_seq[k], e->logits + (size_t)rows_of[k] * e->n_vocab);
+    return IFD_OK;
 }
 
 static void update_stats(inferd_engine *e) {
@@ -367,22 +454,32 @@ static int engine_step(inferd_engine *e) {
                 r->cached_tokens = p->entries[i].seq->cached_tokens;
             }
         }
+        e->dev_sample = step_samples_on_device(e, p);
         int rc = runner_execute(e);
+        bool sampled = false;
+        if (rc == IFD_OK) {
+            sched_cost_observe(&e->cost, p->n_tokens, (ifd_now_s() - now) * 1e3);
+            rc = postprocess(e);
+            sampled = true;
+        }
         if (rc == IFD_ERR_DEVICE_LOST) {
             engine_die(e);
         } else if (rc) {
-            /* a backend failure is an internal fault: fail the sequences of this step */
-            for (int32_t i = 0; i < p->n_seqs; i++) {
-                p->entries[i].seq->n_scheduled = 0;
-                seq_of(p->entries[i].seq)->req->abort_requested = true;
+            /* a backend failure is an internal fault: fail the sequences of this step
+             * (after a failed device draw: those that were to advance; their fed
+             * tokens are committed) */
+            if (!sampled) {
+                for (int32_t i = 0; i < p->n_seqs; i++) {
+                    p->entries[i].seq->n_scheduled = 0;
+                    seq_of(p->entries[i].seq)->req->abort_requested = true;
+                }
+            } else {
+                for (int32_t k = 0; k < e->n_adv; k++) e->adv_seq[k]->req->abort_requested = true;
             }
             for (request *r = e->live, *next; r; r = next) {
                 next = r->next_all;
                 if (r->abort_requested) request_end(e, r, INFERD_FINISH_ERROR);
             }
-        } else {
-            sched_cost_observe(&e->cost, p->n_tokens, (ifd_now_s() - now) * 1e3);
-            postprocess(e);
         }
         e->cnt.steps++;
     }
@@ -572,6 +669,11 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     e->copy_dst = malloc(S * sizeof(int32_t));
     e->logits = malloc(L * (size_t)e->n_vocab * sizeof(float));
     e->lp_buf = malloc((1 + INFERD_MAX_TOP_LOGPROBS) * sizeof(inferd_token_logprob));
+    e->adv_seq = malloc(S * sizeof(sequence *));
+    e->adv_tok = malloc(S * sizeof(int32_t));
+    e->adv_row = malloc(S * sizeof(int32_t));
+    e->adv_rows = malloc(S * sizeof(backend_sample_row));
+    e->adv_lp = malloc(S * (1 + BACKEND_SAMPLE_MAX_TOP) * sizeof(backend_logprob));
     e->piece_cap = detok_piece_cap(e->m->tok);
     e->piece_buf = malloc(e->piece_cap);
     /* one step's text: a piece through the stop matcher (+ its held bytes), then at a
@@ -583,7 +685,8 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     e->abort_spare = malloc((size_t)e->cap_spare * sizeof(uint64_t));
     if (!e->b_tokens || !e->b_pos || !e->b_slot || !e->b_seq_start ||
         !e->b_ctx_len || !e->b_block_table || !e->b_logits_idx || !e->copy_src || !e->copy_dst ||
-        !e->logits || !e->lp_buf || !e->piece_buf || !e->text_buf || !e->abort_ids ||
+        !e->logits || !e->lp_buf || !e->adv_seq || !e->adv_tok || !e->adv_row || !e->adv_rows || !e->adv_lp ||
+        !e->piece_buf || !e->text_buf || !e->abort_ids ||
         !e->abort_spare ||
         sampler_scratch_init(&e->scratch, e->n_vocab)) {
         rc = ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
@@ -654,6 +757,11 @@ void inferd_engine_destroy(inferd_engine *e) {
     free(e->copy_dst);
     free(e->logits);
     free(e->lp_buf);
+    free(e->adv_seq);
+    free(e->adv_tok);
+    free(e->adv_row);
+    free(e->adv_rows);
+    free(e->adv_lp);
     free(e->piece_buf);
     free(e->text_buf);
     free(e->abort_ids);

@@ -95,6 +95,15 @@ struct inferd_engine {
     float *logits;        /* [max_logits][n_vocab] */
     sampler_scratch scratch;
     inferd_token_logprob *lp_buf;
+    /* this step's draws (postprocess): the sequences that advance, in order, and the
+     * logits row each draws from; on the device (backend_ops.sample) when dev_sample */
+    bool dev_sample;
+    int32_t n_adv;
+    sequence **adv_seq;          /* [max_num_seqs] */
+    int32_t *adv_row;            /* [max_num_seqs] logits row of each */
+    int32_t *adv_tok;            /* [max_num_seqs] */
+    backend_sample_row *adv_rows; /* [max_num_seqs] */
+    backend_logprob *adv_lp;     /* [max_num_seqs][1 + BACKEND_SAMPLE_MAX_TOP] */
     char *piece_buf;      /* [piece_cap]: one token's text from the detokenizer */
     size_t piece_cap;     /* from the vocabulary's longest token (engine create) */
     char *text_buf;       /* [text_cap]: one step's text of one sequence */

@@ -50,5 +50,6 @@ int runner_execute(inferd_engine *e) {
                          .max_blocks_per_seq = mb,
                          .n_logits = p->n_logits,
                          .logits_index = e->b_logits_idx};
-    return backend_forward(e->be, &b, e->logits);
+    /* with the draws on the device (e->dev_sample) the logits stay there */
+    return backend_forward(e->be, &b, e->dev_sample ? NULL : e->logits);
 }

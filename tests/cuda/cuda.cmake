@@ -58,7 +58,7 @@ endif()
 # invariance, n > 1 forks, abort, penalties) again, on the CUDA backend under the
 # emulation: one ctest per case so they spread over the cores (minutes of CPU in all).
 if(INFERD_HAVE_EMU)
-  foreach(case test_n_fork test_n_fork_few_seats test_abort test_frequency_penalty
+  foreach(case test_device_sampling test_n_fork test_n_fork_few_seats test_abort test_frequency_penalty
           test_prefix_caching_on_off test_preemption test_chunk_sizes test_batch_invariance)
     string(REPLACE "test_" "" short ${case})
     add_test(NAME test_engine_emu_${short} COMMAND test_engine ${case} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

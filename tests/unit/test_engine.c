@@ -436,6 +436,77 @@ static void test_frequency_penalty(void) {
     inferd_engine_destroy(e);
 }
 
-TEST_MAIN(T(test_n_fork), T(test_n_fork_few_seats), T(test_abort), T(test_frequency_penalty), T(test_prefix_caching_on_off),
+/* Seeded sampling with every filter and penalty, n = 2 choices (the second draws from
+ * its parent's row) and top logprobs: the draws on the device (backend_ops.sample, the
+ * CUDA backend: INFERD_TEST_DEVICE=emu) give exactly the host sampler's tokens, and
+ * logprobs within 1e-5. On the CPU backend both runs sample on the host. */
+static multi DS[2][4];
+static bool run_sampled(bool no_device, multi *out, int n_prompts) {
+    inferd_engine_options o;
+    opts_default(&o);
+    o.model_path = MODEL;
+    o.threaded = false;
+    o.no_device_sampling = no_device;
+    char err[256];
+    inferd_engine *e = NULL;
+    if (inferd_engine_create(&e, &o, err, sizeof err)) {
+        fprintf(stderr, "  engine: %s\n", err);
+        return false;
+    }
+    static const inferd_logit_bias bias[] = {{5, 2.0f}, {17, -100.0f}, {40, 1.5f}};
+    memset(out, 0, sizeof(multi) * (size_t)n_prompts);
+    for (int k = 0; k < n_prompts; k++) {
+        inferd_request q = {.prompt = P[k].ids, .n_prompt = P[k].n, .cb = on_multi, .user = &out[k]};
+        inferd_sampling_default(&q.sampling);
+        q.sampling.temperature = 0.7f + 0.2f * (float)k;
+        q.sampling.top_k = k == 1 ? 0 : 40;
+        q.sampling.top_p = k == 2 ? 1.0f : 0.9f;
+        q.sampling.min_p = k == 3 ? 0.05f : 0.0f;
+        q.sampling.presence_penalty = 0.3f;
+        q.sampling.frequency_penalty = 0.2f;
+        q.sampling.repetition_penalty = 1.1f;
+        q.sampling.logit_bias = bias;
+        q.sampling.n_logit_bias = 3;
+        q.sampling.seed = 1000 + (uint64_t)k;
+        q.sampling.has_seed = true;
+        q.sampling.n = 2;
+        q.sampling.max_tokens = 24;
+        q.sampling.ignore_eos = true;
+        q.sampling.logprobs = NTOP;
+        if (inferd_submit(e, &q, NULL, err, sizeof err)) {
+            fprintf(stderr, "  submit: %s\n", err);
+            inferd_engine_destroy(e);
+            return false;
+        }
+    }
+    int guard = 0;
+    while (inferd_engine_step(e) > 0 && guard++ < 100000) {
+    }
+    inferd_engine_destroy(e);
+    return true;
+}
+
+static void test_device_sampling(void) {
+    make_prompts(P, 4, 23, false);
+    CHECK(run_sampled(false, DS[0], 4));
+    CHECK(run_sampled(true, DS[1], 4));
+    int differ_between_choices = 0;
+    for (int k = 0; k < 4; k++)
+        for (int c = 0; c < 2; c++) {
+            const result *a = &DS[0][k].r[c], *b = &DS[1][k].r[c];
+            CHECKF(a->done && b->done && a->n == 24 && b->n == 24, "prompt %d choice %d", k, c);
+            CHECKF(memcmp(a->ids, b->ids, sizeof a->ids) == 0, "prompt %d choice %d: device and host draws differ", k, c);
+            for (int32_t t = 0; t < a->n; t++)
+                for (int j = 0; j <= NTOP; j++) {
+                    CHECK(a->lp[t][j].id == b->lp[t][j].id);
+                    CHECK(fabsf(a->lp[t][j].logprob - b->lp[t][j].logprob) <= 1e-5f ||
+                          (isinf(a->lp[t][j].logprob) && isinf(b->lp[t][j].logprob)));
+                }
+            if (c == 1) differ_between_choices += memcmp(a->ids, DS[0][k].r[0].ids, sizeof a->ids) != 0;
+        }
+    CHECK(differ_between_choices > 0); /* the choices have their own RNG streams */
+}
+
+TEST_MAIN(T(test_device_sampling), T(test_n_fork), T(test_n_fork_few_seats), T(test_abort), T(test_frequency_penalty), T(test_prefix_caching_on_off),
           T(test_preemption), T(test_chunk_sizes),
           T(test_batch_invariance))

@@ -23,6 +23,7 @@
 #include "elementwise.h"
 #include "ktypes.h"
 #include "matmul.h"
+#include "sample.h"
 
 extern "C" {
 #include "../../model/quant.h"
@@ -70,6 +71,17 @@ struct cuda_backend {
     float *logits; /* [max_logits][n_vocab] */
     /* batch arrays: host staging (pinned) and device, same packing */
     int32_t *h_batch, *d_batch;
+    /* device sampling (b_sample): staging on the host (pinned) and the device */
+    struct samp_bufs {
+        samp_row *h_rows, *d_rows;
+        samp_pen *h_pen, *d_pen;
+        samp_bias *h_bias, *d_bias;
+        int32_t *h_ban, *d_ban;
+        int32_t *h_tok, *d_tok;
+        samp_logprob *h_lp, *d_lp;
+        float *work, *gather;
+        size_t pen_cap; /* entries per row */
+    } sb;
     size_t batch_ints;
     const int32_t *d_tokens, *d_pos, *d_slots, *d_seq_start, *d_ctx, *d_btab, *d_lidx;
     const ifd_batch *bt; /* the step's host batch (valid inside forward) */
@@ -250,10 +262,78 @@ static int b_forward(backend *b, const ifd_batch *bt, float *logits) {
         if (dev_sync(cb->s) == DEV_STICKY) cb->dead = true; /* drain; a sticky error shows here too */
         return cb->dead ? IFD_ERR_DEVICE_LOST : rc;
     }
-    if (bt->n_logits)
+    if (bt->n_logits && logits) /* NULL: they stay on the device for b_sample */
         DEV_TRY(cb, dev_d2h(logits, cb->logits, (size_t)bt->n_logits * b->m->hp.n_vocab * sizeof(float), cb->s),
                 "logits download");
     DEV_TRY(cb, dev_sync(cb->s), "step");
+    return IFD_OK;
+}
+
+/* Draw one token per row of the last forward's logits (kept on the device: forward was
+ * called with logits == NULL), kernels/sample.cu: exactly the engine sampler's tokens. */
+static int b_sample(backend *b, const backend_sample_row *rows, int32_t n, int32_t *tokens, backend_logprob *lp) {
+    cuda_backend *cb = (cuda_backend *)b;
+    if (cb->dead) return IFD_ERR_DEVICE_LOST;
+    struct cuda_backend::samp_bufs *q = &cb->sb;
+    const int32_t V = (int32_t)b->m->hp.n_vocab;
+    if (n < 0 || n > b->cfg.max_batch_seqs) return IFD_ERR_INVALID;
+    if (n == 0) return IFD_OK;
+    size_t np = 0, nb = 0, nban = 0;
+    bool identity = true;
+    for (int32_t i = 0; i < n; i++) {
+        const backend_sample_row *r = &rows[i];
+        if (r->logits_row < 0 || r->logits_row >= b->cfg.max_logits || r->n_seen < 0 ||
+            (size_t)r->n_seen > q->pen_cap || r->n_bias < 0 || r->n_bias > BACKEND_SAMPLE_MAX_BIAS ||
+            r->n_ban < 0 || r->n_ban > BACKEND_SAMPLE_MAX_BAN || r->n_logprobs > BACKEND_SAMPLE_MAX_TOP)
+            return IFD_ERR_INVALID;
+        identity = identity && r->logits_row == i;
+        samp_row *w = &q->h_rows[i];
+        w->temperature = r->temperature;
+        w->top_k = r->top_k;
+        w->top_p = r->top_p;
+        w->min_p = r->min_p;
+        w->repetition_penalty = r->repetition_penalty;
+        w->presence_penalty = r->presence_penalty;
+        w->frequency_penalty = r->frequency_penalty;
+        w->n_logprobs = r->n_logprobs;
+        w->key = r->key;
+        w->position = r->position;
+        w->pen_off = (int32_t)np;
+        w->n_pen = r->seen ? r->n_seen : 0;
+        for (int32_t j = 0; j < w->n_pen; j++) {
+            const int32_t id = r->seen[j];
+            q->h_pen[np++] = {id, id >= 0 && id < V ? r->count[id] : 0};
+        }
+        w->bias_off = (int32_t)nb;
+        w->n_bias = r->bias ? r->n_bias : 0;
+        for (int32_t j = 0; j < w->n_bias; j++) q->h_bias[nb++] = {r->bias[j].id, r->bias[j].bias};
+        w->ban_off = (int32_t)nban;
+        w->n_ban = r->ban ? r->n_ban : 0;
+        for (int32_t j = 0; j < w->n_ban; j++) q->h_ban[nban++] = r->ban[j];
+    }
+    DEV_TRY(cb, dev_h2d(q->d_rows, q->h_rows, (size_t)n * sizeof(samp_row), cb->s), "sampling upload");
+    if (np) DEV_TRY(cb, dev_h2d(q->d_pen, q->h_pen, np * sizeof(samp_pen), cb->s), "sampling upload");
+    if (nb) DEV_TRY(cb, dev_h2d(q->d_bias, q->h_bias, nb * sizeof(samp_bias), cb->s), "sampling upload");
+    if (nban) DEV_TRY(cb, dev_h2d(q->d_ban, q->h_ban, nban * sizeof(int32_t), cb->s), "sampling upload");
+    const float *logits = cb->logits;
+    if (!identity) { /* forks draw from their parent's row: gather */
+        for (int32_t i = 0; i < n; i++)
+            DEV_TRY(cb, dev_d2d(q->gather + (size_t)i * V, cb->logits + (size_t)rows[i].logits_row * V,
+                                (size_t)V * sizeof(float), cb->s),
+                    "sampling gather");
+        logits = q->gather;
+    }
+    DEV_TRY(cb, samp_sample(cb->s, logits, n, V, q->d_rows, np ? q->d_pen : NULL, (int32_t)np,
+                            nb ? q->d_bias : NULL, (int32_t)nb, nban ? q->d_ban : NULL, (int32_t)nban, q->work,
+                            q->d_tok, lp ? q->d_lp : NULL),
+            "sampling");
+    DEV_TRY(cb, dev_d2h(q->h_tok, q->d_tok, (size_t)n * sizeof(int32_t), cb->s), "sampling download");
+    if (lp)
+        DEV_TRY(cb, dev_d2h(q->h_lp, q->d_lp, (size_t)n * (1 + SAMP_MAX_TOP) * sizeof(samp_logprob), cb->s),
+                "sampling download");
+    DEV_TRY(cb, dev_sync(cb->s), "sampling");
+    memcpy(tokens, q->h_tok, (size_t)n * sizeof(int32_t));
+    if (lp) memcpy(lp, q->h_lp, (size_t)n * (1 + SAMP_MAX_TOP) * sizeof(samp_logprob));
     return IFD_OK;
 }
 
@@ -280,12 +360,20 @@ static void b_destroy(backend *b) {
     for (size_t i = 0; i < cb->n_allocs; i++) dev_free(cb->allocs[i]);
     free(cb->allocs);
     dev_host_free(cb->h_batch);
+    dev_host_free(cb->sb.h_rows);
+    dev_host_free(cb->sb.h_pen);
+    dev_host_free(cb->sb.h_bias);
+    dev_host_free(cb->sb.h_ban);
+    dev_host_free(cb->sb.h_tok);
+    dev_host_free(cb->sb.h_lp);
     free(cb->dlayers);
     if (cb->s) dev_stream_destroy(cb->s);
     free(cb);
 }
 
-static const backend_ops CUDA_OPS = {IFD_CUDA_KIND, b_forward, b_copy_blocks, b_destroy};
+static const backend_ops CUDA_OPS = {IFD_CUDA_KIND, b_forward, b_copy_blocks, b_destroy, b_sample};
+static_assert(sizeof(samp_logprob) == sizeof(backend_logprob) && SAMP_MAX_TOP == BACKEND_SAMPLE_MAX_TOP,
+              "kernels/sample.h and backend.h agree on the logprob rows");
 
 /* ---- create --------------------------------------------------------------------------- */
 static const float *up_vec(cuda_backend *cb, const float *h, size_t n, bool *ok) {
@@ -310,6 +398,42 @@ static void up_mat(cuda_backend *cb, wmat *dst, const wmat *src, bool *ok) {
     dst->data = upload(cb, h, bytes);
     free(h);
     if (!dst->data) *ok = false;
+}
+
+/* Device sampling's buffers: per row its parameters, penalty list (distinct ids seen:
+ * at most min(n_vocab, max_seq_len)), bias and ban lists, token and logprobs, the
+ * kernel's work copy and a gather of the rows' logits. */
+static size_t samp_pen_cap(const model *m, const backend_config *cfg) {
+    return (size_t)IFD_MIN((int64_t)m->hp.n_vocab, (int64_t)cfg->max_seq_len);
+}
+static size_t samp_bytes(const model *m, const backend_config *cfg) {
+    const size_t S = (size_t)cfg->max_batch_seqs, V = m->hp.n_vocab;
+    return S * (sizeof(samp_row) + samp_pen_cap(m, cfg) * sizeof(samp_pen) +
+                BACKEND_SAMPLE_MAX_BIAS * sizeof(samp_bias) + BACKEND_SAMPLE_MAX_BAN * 4 + 4 +
+                (1 + SAMP_MAX_TOP) * sizeof(samp_logprob) + V * sizeof(float)) +
+           samp_scratch_bytes((int32_t)S, (int32_t)V);
+}
+static bool samp_alloc(cuda_backend *cb) {
+    const model *m = cb->base.m;
+    const backend_config *cfg = &cb->base.cfg;
+    struct cuda_backend::samp_bufs *q = &cb->sb;
+    const size_t S = (size_t)cfg->max_batch_seqs, V = m->hp.n_vocab;
+    q->pen_cap = samp_pen_cap(m, cfg);
+    const size_t sz[] = {S * sizeof(samp_row), S * q->pen_cap * sizeof(samp_pen),
+                         S * BACKEND_SAMPLE_MAX_BIAS * sizeof(samp_bias), S * BACKEND_SAMPLE_MAX_BAN * 4, S * 4,
+                         S * (1 + SAMP_MAX_TOP) * sizeof(samp_logprob)};
+    void **h[] = {(void **)&q->h_rows, (void **)&q->h_pen, (void **)&q->h_bias, (void **)&q->h_ban,
+                  (void **)&q->h_tok, (void **)&q->h_lp};
+    void **d[] = {(void **)&q->d_rows, (void **)&q->d_pen, (void **)&q->d_bias, (void **)&q->d_ban,
+                  (void **)&q->d_tok, (void **)&q->d_lp};
+    for (size_t i = 0; i < IFD_ARRAY_LEN(sz); i++) {
+        if (dev_host_alloc(h[i], sz[i]) != DEV_OK) return false;
+        if (!(*d[i] = dalloc(cb, sz[i]))) return false;
+    }
+    const size_t wb = samp_scratch_bytes((int32_t)S, (int32_t)V);
+    if (!(q->work = (float *)dalloc(cb, wb ? wb : 4))) return false;
+    if (!(q->gather = (float *)dalloc(cb, S * V * sizeof(float)))) return false;
+    return true;
 }
 
 /* What create allocates besides the KV pool: the weights' device copies and the
@@ -337,6 +461,7 @@ static void plan_bytes(const model *m, const backend_config *cfg, size_t *weight
     a += k_attention_scratch_bytes((int32_t)T, (int32_t)S, (int32_t)hp->n_heads, (int32_t)hp->head_dim,
                                    cfg->max_seq_len);
     a += k_matmul_scratch_bytes((int32_t)rows, (int64_t)max_cols);
+    a += samp_bytes(m, cfg);
     a += 256 * 64; /* allocation rounding */
     *weights = w;
     *acts = a;
@@ -444,6 +569,7 @@ static int create(backend **out, const model *m, const backend_config *cfg, char
     cb->mm_scratch_bytes = k_matmul_scratch_bytes((int32_t)rows, (int64_t)max_cols);
     if (ok && cb->att_scratch_bytes && !(cb->att_scratch = dalloc(cb, cb->att_scratch_bytes))) ok = false;
     if (ok && cb->mm_scratch_bytes && !(cb->mm_scratch = dalloc(cb, cb->mm_scratch_bytes))) ok = false;
+    if (ok && !samp_alloc(cb)) ok = false;
     if (ok && dev_memset(cb->kv, 0, cb->layer_kv_floats * 2 * hp->n_layers * sizeof(float), cb->s) != DEV_OK)
         ok = false;
     if (ok && dev_sync(cb->s) != DEV_OK) ok = false;
