@@ -62,6 +62,8 @@ typedef struct inferd_engine_options {
     double gpu_memory_utilization;  /* CUDA: fraction of the device's free memory the
                                        weights, activations and KV pool may take, (0, 1]
                                        (default 0.90; 0 means the default) */
+    bool no_cuda_graphs;            /* CUDA: run every step eagerly (debugging); default
+                                       false: decode steps replay CUDA graphs */
     int n_threads;                  /* CPU worker threads; 0 = all cores */
     int32_t block_size;             /* KV block size in tokens (default 16) */
     int64_t kv_cache_bytes;         /* KV pool budget in bytes; 0 = use kv_cache_fraction */
