@@ -10,6 +10,19 @@
 // the batch arrays in one copy, runs fwd_run over the shadow model (so every op gets
 // device pointers), and copies the logits rows back.
 //
+// Decode graphs (unless backend_config.graphs_off): create also records fwd_run over a
+// step of B one-token sequences into a graph for every bucket B (1, 2, 4, 8, then
+// every 8 to 64, 16 to 256, 32 beyond, and max_batch_seqs). Everything a graph reads
+// that changes from step to step sits in d_batch at the bucket's fixed offsets, and
+// its attention is planned from bounds (one query token, max_seq_len keys), so the
+// arguments baked at capture serve every later step. A step whose sequences all have
+// one token (logits row i = token i) is packed as the smallest bucket >= n, padded
+// with rows that store nothing (slot BACKEND_SLOT_NONE, position 0, context 1, block
+// table row 0) and replayed: one upload, one graph launch, one logits download,
+// instead of ~15 launches a layer. The bits are the eager path's (batch invariance:
+// every kernel's result for a row ignores the other rows and the grid). Any other
+// step (prefill chunks, mixes, verification rows) runs eagerly.
+//
 // Failures: a recoverable device error fails the step (INFERD_ERR_INTERNAL: the
 // engine fails that step's requests); a sticky one also marks the backend dead, and
 // every later forward fails at once (the server reports not ready and exits).
