@@ -1,7 +1,8 @@
 /* test_cuda_graphs.c — decode steps replayed as CUDA graphs (src/backend/cuda/
  * cuda_backend.cu) against the eager path of the same backend, on the CUDA backend
  * under the SIMT emulation (BACKEND_EMU: the graph records the kernels' launches at
- * create, and every replay runs them for real), with the in-memory `tiny` model:
+ * create, and every replay runs them for real; on a host with a GPU also the native
+ * backend's real CUDA graphs), with the in-memory `tiny` model:
  *  - logits of decode steps of 1, 3 (padded to the bucket of 4), 5 (padded to 8) and 8
  *    sequences equal the eager backend's bit for bit, over consecutive steps (the
  *    replay reads each step's arrays, not the capture's), with contexts on both sides
@@ -44,13 +45,13 @@ static model *tiny(void) {
     return m;
 }
 
-static backend *make(const model *m, int graphs_off) {
+static backend *make(const model *m, backend_kind kind, int graphs_off) {
     const backend_config cfg = {.n_threads = 1, .block_size = BS, .n_blocks = NB, .max_batch_tokens = 16,
                                 .max_batch_seqs = MAXS, .max_logits = 16, .max_seq_len = MAXLEN,
                                 .graphs_off = graphs_off};
     backend *b = NULL;
     char err[512];
-    const int rc = backend_create(&b, BACKEND_EMU, m, &cfg, err, sizeof err);
+    const int rc = backend_create(&b, kind, m, &cfg, err, sizeof err);
     CHECKF(rc == IFD_OK, "%s", err);
     return rc == IFD_OK ? b : NULL;
 }
@@ -123,10 +124,11 @@ static void run_both(backend *e, backend *g, const model *m, const step *st, flo
     free(lg);
 }
 
-static void test_decode_graphs_equal_eager(void) {
+/* kind: BACKEND_EMU, or BACKEND_CUDA where a GPU is present */
+static void graphs_equal_eager(backend_kind kind) {
     model *m = tiny();
     if (!m) return;
-    backend *e = make(m, 1), *g = make(m, 0);
+    backend *e = make(m, kind, 1), *g = make(m, kind, 0);
     const size_t pb = pool_bytes(m);
     float *init = malloc(pb), *before = malloc(pb), *ke = malloc(pb), *kg = malloc(pb);
     if (!e || !g || !init || !before || !ke || !kg) goto done;
@@ -170,6 +172,14 @@ done:
     backend_destroy(e);
     backend_destroy(g);
     model_destroy(m);
+}
+
+static void test_decode_graphs_equal_eager(void) {
+    graphs_equal_eager(BACKEND_EMU);
+#ifdef INFERD_HAVE_CUDA
+    if (backend_cuda_device_count() > 0) graphs_equal_eager(BACKEND_CUDA);
+    else printf("(no GPU: the native CUDA backend's graphs are not checked here)\n");
+#endif
 }
 
 TEST_MAIN(T(test_decode_graphs_equal_eager))

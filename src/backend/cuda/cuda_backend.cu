@@ -96,6 +96,7 @@ struct cuda_backend {
     int32_t graph_mb;   /* block-table width the graphs were captured with */
     bool capturing;     /* fwd_run is being recorded into a graph (create only) */
     int64_t n_replays;  /* decode steps run as graph replays (tests) */
+    int64_t n_steps;    /* forward calls */
 };
 
 static int dev_fail(cuda_backend *cb, int rc, const char *what) {
@@ -407,6 +408,7 @@ static int capture_graphs(cuda_backend *cb) {
 static int b_forward(backend *b, const ifd_batch *bt, float *logits) {
     cuda_backend *cb = (cuda_backend *)b;
     if (cb->dead) return IFD_ERR_INTERNAL;
+    cb->n_steps++;
     const int g = graph_for(cb, bt);
     if (g >= 0) return run_graph(cb, g, bt, logits);
     int rc = fwd_run(&CUDA_FWD, cb, &cb->shadow, &cb->buf, bt, cb->logits);
@@ -442,6 +444,9 @@ static void b_destroy(backend *b) {
     cuda_backend *cb = (cuda_backend *)b;
     if (!cb) return;
     if (cb->s) (void)dev_sync(cb->s);
+    if (cb->n_graphs)
+        slog("info", "%s backend: %lld of %lld steps ran as decode-graph replays", IFD_CUDA_KIND,
+             (long long)cb->n_replays, (long long)cb->n_steps);
     for (int32_t i = 0; i < cb->n_graphs; i++) dev_graph_destroy(cb->graphs[i]);
     free(cb->graphs);
     free(cb->graph_bucket);
@@ -625,10 +630,17 @@ static int create(backend **out, const model *m, const backend_config *cfg, char
         return IFD_ERR_NOMEM;
     }
     if (!cfg->graphs_off && (rc = capture_graphs(cb)) != IFD_OK) {
-        ifd_errf(err, err_bytes, rc, "%s backend: cannot capture the decode graphs%s%s (--no-cuda-graphs runs "
-                 "every step eagerly)", IFD_CUDA_KIND, dev_error()[0] ? ": " : "", dev_error());
-        b_destroy(&cb->base);
-        return rc;
+        /* a lost device fails create; anything else leaves every step eager */
+        if (cb->dead) {
+            ifd_errf(err, err_bytes, rc, "%s backend: the device was lost while capturing the decode graphs: %s",
+                     IFD_CUDA_KIND, dev_error());
+            b_destroy(&cb->base);
+            return rc;
+        }
+        slog("warn", "%s backend: decode graphs not captured (%s); every step runs eagerly", IFD_CUDA_KIND,
+             ifd_status_str(rc));
+        for (int32_t i = 0; i < cb->n_graphs; i++) dev_graph_destroy(cb->graphs[i]);
+        cb->n_graphs = 0;
     }
     slog("info", "%s backend on %s (sm_%d%d, %d SMs, %zu MiB); decode graphs: %s%d buckets up to %d sequences",
             IFD_CUDA_KIND, cb->props.name, cb->props.cc_major, cb->props.cc_minor, cb->props.sm_count,
