@@ -297,6 +297,14 @@ static const fwd_ops CUDA_FWD = {
 /* The buckets: 1, 2, 4, 8, then every 8 to 64, every 16 to 256, every 32 beyond, and
  * the largest decode step itself; a step of n decodes replays the smallest bucket >= n. */
 static int32_t next_bucket(int32_t b) { return b < 8 ? 2 * b : b < 64 ? b + 8 : b < 256 ? b + 16 : b + 32; }
+static int32_t bucket_top(const backend_config *cfg) {
+    return IFD_MIN(IFD_MIN(cfg->max_batch_seqs, cfg->max_batch_tokens), cfg->max_logits);
+}
+static int32_t bucket_count(const backend_config *cfg) {
+    int32_t n = 1; /* the top */
+    for (int32_t b = 1; b < bucket_top(cfg); b = next_bucket(b)) n++;
+    return n;
+}
 
 /* The graph a step runs as, or -1 (eager): every sequence one token, whose logits row
  * is its own (logits_index[i] == i), with 0 <= position < context_len inside the block
@@ -358,10 +366,7 @@ static int run_graph(cuda_backend *cb, int g, const ifd_batch *bt, float *logits
  * (nothing runs while capturing). */
 static int capture_graphs(cuda_backend *cb) {
     const backend_config *cfg = &cb->base.cfg;
-    const int32_t top = IFD_MIN(IFD_MIN(cfg->max_batch_seqs, cfg->max_batch_tokens), cfg->max_logits);
-    int32_t n = 0;
-    for (int32_t b = 1; b < top; b = next_bucket(b)) n++;
-    n++; /* top */
+    const int32_t top = bucket_top(cfg), n = bucket_count(cfg);
     cb->graph_bucket = (int32_t *)calloc((size_t)n, sizeof(int32_t));
     cb->graphs = (dev_graph *)calloc((size_t)n, sizeof(dev_graph));
     cb->graph_mb = (cfg->max_seq_len + cfg->block_size - 1) / cfg->block_size;
@@ -511,6 +516,8 @@ static void plan_bytes(const model *m, const backend_config *cfg, size_t *weight
                                    cfg->max_seq_len);
     a += k_matmul_scratch_bytes((int32_t)rows, (int64_t)max_cols);
     a += 256 * 64; /* allocation rounding */
+    /* the decode graphs' device-side state (instantiated nodes; ~15 a layer): a reserve */
+    if (!cfg->graphs_off) a += (size_t)bucket_count(cfg) << 20;
     *weights = w;
     *acts = a;
 }
