@@ -11,11 +11,14 @@
  *    from the pool before the step only at the real rows' slots (padding rows store
  *    nothing);
  *  - graphs are used: the backend's replay counter grows by one per decode step, not
- *    for a mixed prefill + decode step (eager), and never with graphs off.
- * Skips (77) in a build without the emulated CUDA backend. */
+ *    for a mixed prefill + decode step (eager), and never with graphs off;
+ *  - --[no-]cuda-graphs reaches inferd_engine_options.no_cuda_graphs (default: graphs on).
+ * The graph cases need the emulated CUDA backend (a build without it says so and
+ * checks the option only). */
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "server/config.h"
 #include "tokenizer/tokenizer.h"
 #include "test_util.h"
 #include "util/common.h"
@@ -181,12 +184,28 @@ static void test_decode_graphs_equal_eager(void) {
     else printf("(no GPU: the native CUDA backend's graphs are not checked here)\n");
 #endif
 }
-
-TEST_MAIN(T(test_decode_graphs_equal_eager))
-
 #else
-int main(void) {
-    printf("skip: no emulated CUDA backend in this build\n");
-    return 77;
+static void test_decode_graphs_equal_eager(void) {
+    printf("(no emulated CUDA backend in this build: decode graphs not checked)\n");
 }
 #endif
+
+static void test_cuda_graphs_option(void) {
+    const cfg_cmd cmds[] = {CFG_CMD_SERVE, CFG_CMD_GENERATE, CFG_CMD_BENCH};
+    for (size_t i = 0; i < IFD_ARRAY_LEN(cmds); i++)
+        for (int off = 0; off < 3; off++) { /* not given, --no-cuda-graphs, --cuda-graphs */
+            server_config c;
+            char err[256] = "";
+            char *argv[] = {"x", "-m", "m.gguf", off == 1 ? "--no-cuda-graphs" : "--cuda-graphs"};
+            config_init(&c, cmds[i]);
+            CHECKF(config_load(&c, off ? 4 : 3, argv, err, sizeof err) == 0, "%s", err);
+            inferd_engine_options o;
+            memset(&o, 0, sizeof o);
+            o.no_cuda_graphs = off != 1; /* the wrong answer unless config writes it */
+            config_engine_options(&c, &o);
+            CHECKF(o.no_cuda_graphs == (off == 1), "cmd %zu, case %d", i, off);
+            server_config_deinit(&c);
+        }
+}
+
+TEST_MAIN(T(test_decode_graphs_equal_eager), T(test_cuda_graphs_option))
