@@ -65,15 +65,17 @@ static size_t pool_bytes(const model *m) {
 
 /* One step's arrays: n sequences of q[s] new tokens each at positions start[s].. */
 typedef struct step {
-    int32_t tok[16], pos[16], slot[16], ss[MAXS + 1], ctx[MAXS], btab[MAXS * MB], lidx[16];
+    int32_t tok[16], pos[16], slot[16], ss[MAXS + 1], ctx[MAXS], btab[MAXS * (MB + 1)], lidx[16];
     ifd_batch b;
 } step;
 
-static void build(step *st, int32_t n, const int32_t *start, const int32_t *q) {
+/* mbps: the block table's row stride (MB - 1 .. MB + 1; entries past MB are out of
+ * range: no kernel may read them) */
+static void build(step *st, int32_t n, const int32_t *start, const int32_t *q, int32_t mbps) {
     int32_t t = 0;
     for (int32_t s = 0; s < n; s++) {
         st->ss[s] = t;
-        for (int32_t j = 0; j < MB; j++) st->btab[s * MB + j] = block_of(s, j);
+        for (int32_t j = 0; j < mbps; j++) st->btab[s * mbps + j] = j < MB ? block_of(s, j) : 1 << 30;
         for (int32_t i = 0; i < q[s]; i++, t++) {
             const int32_t p = start[s] + i;
             st->tok[t] = (int32_t)(rnd() % 512);
@@ -86,7 +88,7 @@ static void build(step *st, int32_t n, const int32_t *start, const int32_t *q) {
     st->ss[n] = t;
     st->b = (ifd_batch){.n_tokens = t, .token_ids = st->tok, .positions = st->pos, .slot_mapping = st->slot,
                         .n_seqs = n, .seq_start = st->ss, .context_len = st->ctx, .block_table = st->btab,
-                        .max_blocks_per_seq = MB, .n_logits = n, .logits_index = st->lidx};
+                        .max_blocks_per_seq = mbps, .n_logits = n, .logits_index = st->lidx};
 }
 
 /* Run st on the eager and the graph backend; compare logits and pools, and the graph
@@ -150,7 +152,7 @@ static void graphs_equal_eager(backend_kind kind) {
             int32_t start[MAXS];
             for (int32_t s = 0; s < MAXS; s++) start[s] = base[s] + it + (int32_t)k;
             step st;
-            build(&st, sizes[k], start, one);
+            build(&st, sizes[k], start, one, MB);
             char what[64];
             snprintf(what, sizeof what, "decode of %d, step %d", sizes[k], it);
             run_both(e, g, m, &st, before, ke, kg, what);
@@ -158,11 +160,22 @@ static void graphs_equal_eager(backend_kind kind) {
             CHECKF(backend_cuda_graph_replays(g) == replays, "%s: %lld replays", what,
                    (long long)backend_cuda_graph_replays(g));
         }
+    /* block tables narrower and wider than the graphs' (the engine's width is its own) */
+    {
+        const int32_t start[MAXS] = {290, 33, 257, 44, 258, 101, 3, 300};
+        step st;
+        build(&st, 5, start, one, MB - 1);
+        run_both(e, g, m, &st, before, ke, kg, "decode of 5, block tables of MB - 1");
+        build(&st, 3, start, one, MB + 1);
+        run_both(e, g, m, &st, before, ke, kg, "decode of 3, block tables of MB + 1");
+        replays += 2;
+        CHECK(backend_cuda_graph_replays(g) == replays);
+    }
     /* a mixed step (a 3-token prefill chunk and two decodes) stays eager */
     {
         const int32_t start[3] = {120, 60, 200}, q[3] = {1, 3, 1};
         step st;
-        build(&st, 3, start, q);
+        build(&st, 3, start, q, MB);
         run_both(e, g, m, &st, before, ke, kg, "mixed step");
         CHECK(backend_cuda_graph_replays(g) == replays);
     }

@@ -347,9 +347,12 @@ static int run_graph(cuda_backend *cb, int g, const ifd_batch *bt, float *logits
     for (int32_t i = 0; i <= B; i++) h[lo.seq_start + i] = i;
     memcpy(h + lo.ctx, bt->context_len, (size_t)n * 4);
     for (int32_t i = n; i < B; i++) h[lo.ctx + i] = 1;
-    memset(h + lo.btab, 0, (size_t)B * gmb * 4);
-    for (int32_t i = 0; i < n; i++)
-        memcpy(h + lo.btab + (size_t)i * gmb, bt->block_table + (size_t)i * bt->max_blocks_per_seq, (size_t)w * 4);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t *row = h + lo.btab + (size_t)i * gmb;
+        memcpy(row, bt->block_table + (size_t)i * bt->max_blocks_per_seq, (size_t)w * 4);
+        memset(row + w, 0, (size_t)(gmb - w) * 4);
+    }
+    memset(h + lo.btab + (size_t)n * gmb, 0, (size_t)(B - n) * gmb * 4);
     for (int32_t i = 0; i < B; i++) h[lo.lidx + i] = i;
     int rc = dev_h2d(cb->d_batch, h, lo.n * 4, cb->s);
     if (rc == DEV_OK) rc = dev_graph_launch(cb->graphs[g], cb->s);
