@@ -66,6 +66,8 @@ typedef struct inferd_engine_options {
                                        (default 0.90; 0 means the default) */
     bool no_device_sampling;        /* draw every token on the host even when the backend
                                        samples on the device (tests, debugging) */
+    bool no_cuda_graphs;            /* CUDA: run every step eagerly (debugging); default
+                                       false: decode steps replay CUDA graphs */
     int n_threads;                  /* CPU worker threads; 0 = all cores */
     int32_t block_size;             /* KV block size in tokens (default 16) */
     int64_t kv_cache_bytes;         /* KV pool budget in bytes; 0 = use kv_cache_fraction */

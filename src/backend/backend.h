@@ -68,6 +68,8 @@ typedef struct backend_config {
     /* KV sizing (backend_kv_budget; create ignores them) */
     double kv_cache_fraction;      /* CPU: of MemAvailable, (0, 1] */
     double gpu_memory_utilization; /* CUDA: of the device's free memory, (0, 1] */
+    int graphs_off;                /* CUDA: run every step eagerly (debugging); 0: decode
+                                      steps replay graphs captured at create */
 } backend_config;
 
 typedef struct backend backend;
@@ -177,6 +179,12 @@ void backend_cuda_device_name(int emulated, char *buf, size_t cap);
 /* The CUDA side of backend_kv_budget (same contract). */
 int backend_cuda_kv_budget(const model *m, const backend_config *cfg, int emulated,
                            int64_t *kv_bytes, char *err, size_t err_bytes);
+/* Test-only. Decode steps b has run as CUDA-graph replays (-1: b is not a CUDA / EMU
+ * backend). */
+int64_t backend_cuda_graph_replays(const backend *b);
+/* Test-only. Copy b's whole KV pool (every layer's K then V, [n_slots][kv_dim] f32 each;
+ * bytes must be its exact size) to host (upload 0) or from it (upload 1). */
+int backend_cuda_kv_access(backend *b, float *host, size_t bytes, int upload);
 #endif
 
 static inline int backend_forward(backend *b, const ifd_batch *batch, float *logits) {

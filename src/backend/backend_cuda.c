@@ -14,7 +14,9 @@
     int p##device_count(void);                                                                 \
     void p##device_name(char *buf, size_t cap);                                                \
     int p##kv_budget(const model *m, const backend_config *cfg, int64_t *kv_bytes, char *err,  \
-                     size_t err_bytes);
+                     size_t err_bytes);                                                        \
+    int64_t p##graph_replays(const backend *b);                                                \
+    int p##kv_access(backend *b, float *host, size_t bytes, int upload);
 #ifdef INFERD_HAVE_EMU
 IFD_DOORS(ifd_emu_)
 #endif
@@ -78,5 +80,30 @@ int backend_cuda_kv_budget(const model *m, const backend_config *cfg, int emulat
 #endif
     }
     return no_build(emulated, err, err_bytes);
+}
+
+/* Each build's door answers for its own backends only (-1 / IFD_ERR_INVALID otherwise). */
+int64_t backend_cuda_graph_replays(const backend *b) {
+    int64_t n = -1;
+#ifdef INFERD_HAVE_EMU
+    if (n < 0) n = ifd_emu_graph_replays(b);
+#endif
+#ifdef INFERD_HAVE_CUDA
+    if (n < 0) n = ifd_cu_graph_replays(b);
+#endif
+    (void)b;
+    return n;
+}
+
+int backend_cuda_kv_access(backend *b, float *host, size_t bytes, int upload) {
+    int rc = IFD_ERR_INVALID;
+#ifdef INFERD_HAVE_EMU
+    if (rc == IFD_ERR_INVALID) rc = ifd_emu_kv_access(b, host, bytes, upload);
+#endif
+#ifdef INFERD_HAVE_CUDA
+    if (rc == IFD_ERR_INVALID) rc = ifd_cu_kv_access(b, host, bytes, upload);
+#endif
+    (void)b, (void)host, (void)bytes, (void)upload;
+    return rc;
 }
 #endif

@@ -611,7 +611,8 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                          .kv_dtype = BACKEND_KV_F32,
                          .kv_cache_fraction = o->kv_cache_fraction,
                          .gpu_memory_utilization =
-                             o->gpu_memory_utilization > 0 ? o->gpu_memory_utilization : 0.90};
+                             o->gpu_memory_utilization > 0 ? o->gpu_memory_utilization : 0.90,
+                         .graphs_off = o->no_cuda_graphs};
 
     /* KV pool from the memory budget (the backend's: free host or device memory) */
     const size_t block_bytes = backend_kv_block_bytes(use, e->m, bs, bc.kv_dtype);

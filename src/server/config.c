@@ -80,6 +80,9 @@ static const cfg_opt OPTS[] = {
     {"gpu-memory-utilization", NULL, E, CFG_FRACTION, O(gpu_memory_utilization), "0.90", 0, 1, NULL,
      false, "CUDA: fraction of the GPU's free memory for the weights, the activations and the "
             "KV cache (the KV pool gets what the other two leave)"},
+    {"cuda-graphs", NULL, E, CFG_BOOL, O(cuda_graphs), "true", 0, 0, NULL, false,
+     "CUDA: run decode steps as CUDA graphs captured at start, one per padded batch size "
+     "(--no-cuda-graphs: every step eager, for debugging)"},
     {"random-weights", NULL, E, CFG_ENUM, O(random_weights), "none", 0, 0,
      "none|tiny|llama3-8b|qwen2.5-1.5b", false,
      "instead of -m FILE, build a model of this shape in memory with seeded random weights "
@@ -454,6 +457,7 @@ void config_engine_options(const server_config *c, inferd_engine_options *o) {
     static const char *const DTYPES[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"};
     o->device = DEVICES[c->device];
     o->gpu_memory_utilization = c->gpu_memory_utilization;
+    o->no_cuda_graphs = !c->cuda_graphs;
     o->random_weights = SHAPES[c->random_weights];
     o->random_dtype = DTYPES[c->random_dtype];
     o->random_seed = c->random_seed;

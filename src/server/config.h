@@ -93,6 +93,7 @@ typedef struct server_config {
     bool reference_kernels;
     int64_t device;                /* auto|cuda|cpu|emu (config_engine_options maps it) */
     double gpu_memory_utilization; /* (0, 1] */
+    bool cuda_graphs;              /* decode steps as CUDA graphs */
     int64_t random_weights;        /* none|tiny|llama3-8b|qwen2.5-1.5b */
     int64_t random_dtype;          /* f32|f16|bf16|q8_0|q4_0|q4_k|q6_k */
     uint64_t random_seed;

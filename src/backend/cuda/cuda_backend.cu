@@ -10,6 +10,19 @@
 // the batch arrays in one copy, runs fwd_run over the shadow model (so every op gets
 // device pointers), and copies the logits rows back.
 //
+// Decode graphs (unless backend_config.graphs_off): create also records fwd_run over a
+// step of B one-token sequences into a graph for every bucket B (1, 2, 4, 8, then
+// every 8 to 64, 16 to 256, 32 beyond, and max_batch_seqs). Everything a graph reads
+// that changes from step to step sits in d_batch at the bucket's fixed offsets, and
+// its attention is planned from bounds (one query token, max_seq_len keys), so the
+// arguments baked at capture serve every later step. A step whose sequences all have
+// one token (logits row i = token i) is packed as the smallest bucket >= n, padded
+// with rows that store nothing (slot BACKEND_SLOT_NONE, position 0, context 1, block
+// table row 0) and replayed: one upload, one graph launch, one logits download,
+// instead of ~15 launches a layer. The bits are the eager path's (batch invariance:
+// every kernel's result for a row ignores the other rows and the grid). Any other
+// step (prefill chunks, mixes, verification rows) runs eagerly.
+//
 // Failures: a recoverable device error fails the step (IFD_ERR_INTERNAL: the engine
 // fails that step's requests); a sticky one marks the backend dead and returns
 // IFD_ERR_DEVICE_LOST, as every later forward does at once (the engine dies, the server
@@ -88,6 +101,15 @@ struct cuda_backend {
     k_attn_batch ab;
     void *att_scratch, *mm_scratch;
     size_t att_scratch_bytes, mm_scratch_bytes;
+    /* decode graphs: graphs[i] runs a step of graph_bucket[i] single-token sequences
+     * (ascending buckets; n_graphs 0 = every step eager) */
+    int32_t n_graphs;
+    int32_t *graph_bucket;
+    dev_graph *graphs;
+    int32_t graph_mb;   /* block-table width the graphs were captured with */
+    bool capturing;     /* fwd_run is being recorded into a graph (create only) */
+    int64_t n_replays;  /* decode steps run as graph replays (tests) */
+    int64_t n_steps;    /* forward calls */
 };
 
 static int dev_fail(cuda_backend *cb, int rc, const char *what) {
@@ -124,33 +146,55 @@ static void *upload(cuda_backend *cb, const void *h, size_t bytes) {
 }
 
 /* ---- the op table ------------------------------------------------------------------- */
+/* Where the step's batch arrays sit in h_batch / d_batch (ints): tokens, positions,
+ * slots [T]; seq_start [S+1]; context_len [S]; block table [S][mb]; logits_index [L].
+ * A decode graph of bucket B packs with T = S = L = B and mb = graph_mb: its arrays sit
+ * at the device addresses its capture baked into the kernels' arguments. */
+typedef struct batch_layout {
+    size_t pos, slots, seq_start, ctx, btab, lidx, n;
+} batch_layout;
+
+static batch_layout layout_of(int32_t T, int32_t S, int32_t mb, int32_t L) {
+    batch_layout lo;
+    lo.pos = (size_t)T;
+    lo.slots = 2 * (size_t)T;
+    lo.seq_start = 3 * (size_t)T;
+    lo.ctx = lo.seq_start + (size_t)S + 1;
+    lo.btab = lo.ctx + (size_t)S;
+    lo.lidx = lo.btab + (size_t)S * (size_t)mb;
+    lo.n = lo.lidx + (size_t)L;
+    return lo;
+}
+
 static int o_begin(void *ctx, const ifd_batch *bt, const rope_params *rp) {
     (void)rp;
     cuda_backend *cb = (cuda_backend *)ctx;
     const backend_config *cfg = &cb->base.cfg;
-    /* pack: tokens, positions, slots [T]; seq_start [S+1]; context_len [S]; block table
-     * [S][mb]; logits_index [L] */
     const int32_t T = bt->n_tokens, S = bt->n_seqs, L = bt->n_logits, mb = bt->max_blocks_per_seq;
-    if (mb > cfg->max_seq_len / cfg->block_size + 1) return IFD_ERR_INVALID;
-    int32_t *h = cb->h_batch;
-    size_t o = 0;
-    memcpy(h + o, bt->token_ids, (size_t)T * 4), o += (size_t)T;
-    memcpy(h + o, bt->positions, (size_t)T * 4), o += (size_t)T;
-    memcpy(h + o, bt->slot_mapping, (size_t)T * 4), o += (size_t)T;
-    memcpy(h + o, bt->seq_start, (size_t)(S + 1) * 4), o += (size_t)S + 1;
-    memcpy(h + o, bt->context_len, (size_t)S * 4), o += (size_t)S;
-    memcpy(h + o, bt->block_table, (size_t)S * mb * 4), o += (size_t)S * mb;
-    if (L) memcpy(h + o, bt->logits_index, (size_t)L * 4), o += (size_t)L;
-    if (o > cb->batch_ints) return IFD_ERR_INVALID;
-    DEV_TRY(cb, dev_h2d(cb->d_batch, h, o * 4, cb->s), "batch upload");
+    if (mb < 0 || mb > cfg->max_seq_len / cfg->block_size + 1) return IFD_ERR_INVALID;
+    const batch_layout lo = layout_of(T, S, mb, L);
+    if (lo.n > cb->batch_ints) return IFD_ERR_INVALID;
+    /* While a graph is captured nothing is uploaded: each replay uploads its step's
+     * arrays (run_graph) to these same addresses first. */
+    if (!cb->capturing) {
+        int32_t *h = cb->h_batch;
+        memcpy(h, bt->token_ids, (size_t)T * 4);
+        memcpy(h + lo.pos, bt->positions, (size_t)T * 4);
+        memcpy(h + lo.slots, bt->slot_mapping, (size_t)T * 4);
+        memcpy(h + lo.seq_start, bt->seq_start, (size_t)(S + 1) * 4);
+        memcpy(h + lo.ctx, bt->context_len, (size_t)S * 4);
+        memcpy(h + lo.btab, bt->block_table, (size_t)S * mb * 4);
+        if (L) memcpy(h + lo.lidx, bt->logits_index, (size_t)L * 4);
+        DEV_TRY(cb, dev_h2d(cb->d_batch, h, lo.n * 4, cb->s), "batch upload");
+    }
     const int32_t *d = cb->d_batch;
     cb->d_tokens = d;
-    cb->d_pos = d + T;
-    cb->d_slots = d + 2 * T;
-    cb->d_seq_start = d + 3 * T;
-    cb->d_ctx = cb->d_seq_start + S + 1;
-    cb->d_btab = cb->d_ctx + S;
-    cb->d_lidx = cb->d_btab + (size_t)S * mb;
+    cb->d_pos = d + lo.pos;
+    cb->d_slots = d + lo.slots;
+    cb->d_seq_start = d + lo.seq_start;
+    cb->d_ctx = d + lo.ctx;
+    cb->d_btab = d + lo.btab;
+    cb->d_lidx = d + lo.lidx;
     cb->bt = bt;
     k_attn_batch *ab = &cb->ab;
     ab->n_tokens = T;
@@ -228,6 +272,16 @@ static int o_attention(void *ctx, uint32_t layer, float *out, const float *q, co
     cuda_backend *cb = (cuda_backend *)ctx;
     (void)bt;
     const model_hparams *hp = &cb->base.m->hp;
+    if (cb->capturing) {
+        /* a decode graph: grids for one query token per sequence and any context up to
+         * max_seq_len (the same bits as the planned launch gives: attention.h) */
+        DEV_TRY(cb, k_attention_bounded(cb->s, out, q, kv_k(cb, layer), kv_v(cb, layer), &cb->ab,
+                                        (int32_t)hp->n_heads, (int32_t)hp->n_kv_heads, (int32_t)hp->head_dim,
+                                        cb->base.cfg.block_size, 1, cb->base.cfg.max_seq_len, cb->att_scratch,
+                                        cb->att_scratch_bytes),
+                "attention");
+        return IFD_OK;
+    }
     DEV_TRY(cb, k_attention(cb->s, out, q, kv_k(cb, layer), kv_v(cb, layer), &cb->ab, (int32_t)hp->n_heads,
                             (int32_t)hp->n_kv_heads, (int32_t)hp->head_dim, cb->base.cfg.block_size,
                             cb->att_scratch, cb->att_scratch_bytes),
@@ -252,10 +306,132 @@ static const fwd_ops CUDA_FWD = {
     o_rope_store, o_attention, o_add, o_swiglu,
 };
 
+/* ---- decode graphs ------------------------------------------------------------------- */
+/* The buckets: 1, 2, 4, 8, then every 8 to 64, every 16 to 256, every 32 beyond, and
+ * the largest decode step itself; a step of n decodes replays the smallest bucket >= n. */
+static int32_t next_bucket(int32_t b) { return b < 8 ? 2 * b : b < 64 ? b + 8 : b < 256 ? b + 16 : b + 32; }
+static int32_t bucket_top(const backend_config *cfg) {
+    return IFD_MIN(IFD_MIN(cfg->max_batch_seqs, cfg->max_batch_tokens), cfg->max_logits);
+}
+static int32_t bucket_count(const backend_config *cfg) {
+    int32_t n = 1; /* the top */
+    for (int32_t b = 1; b < bucket_top(cfg); b = next_bucket(b)) n++;
+    return n;
+}
+
+/* The graph a step runs as, or -1 (eager): every sequence one token, whose logits row
+ * is its own (logits_index[i] == i), with 0 <= position < context_len inside the block
+ * table the graphs read. Anything else (prefill chunks, verification rows, odd shapes,
+ * which the eager path checks and refuses) runs eagerly. */
+static int graph_for(const cuda_backend *cb, const ifd_batch *bt) {
+    const backend_config *cfg = &cb->base.cfg;
+    const int32_t n = bt->n_seqs, mb = bt->max_blocks_per_seq;
+    if (cb->n_graphs == 0 || n < 1 || bt->n_tokens != n || bt->n_logits != n ||
+        n > cb->graph_bucket[cb->n_graphs - 1] || mb < 1 || mb > cfg->max_seq_len / cfg->block_size + 1 ||
+        bt->seq_start[n] != n)
+        return -1;
+    const int64_t cap = (int64_t)IFD_MIN(mb, cb->graph_mb) * cfg->block_size;
+    for (int32_t i = 0; i < n; i++)
+        if (bt->seq_start[i] != i || bt->logits_index[i] != i || bt->positions[i] < 0 ||
+            bt->positions[i] >= bt->context_len[i] || bt->context_len[i] > cap)
+            return -1;
+    int g = 0;
+    while (cb->graph_bucket[g] < n) g++;
+    return g;
+}
+
+/* One decode step as a replay of graph g: the step's arrays packed as the bucket's
+ * (padding rows: token 0, position 0, slot BACKEND_SLOT_NONE, context 1, block table
+ * row of zeros — they store nothing and no real row reads them), one upload, the
+ * replay, the real rows' logits back. */
+static int run_graph(cuda_backend *cb, int g, const ifd_batch *bt, float *logits) {
+    fwd_check_batch(&cb->base, bt);
+    const int32_t B = cb->graph_bucket[g], n = bt->n_seqs, gmb = cb->graph_mb;
+    const int32_t w = IFD_MIN(bt->max_blocks_per_seq, gmb);
+    const batch_layout lo = layout_of(B, B, gmb, B);
+    int32_t *h = cb->h_batch;
+    const size_t pad = (size_t)(B - n) * 4;
+    memcpy(h, bt->token_ids, (size_t)n * 4);
+    memset(h + n, 0, pad);
+    memcpy(h + lo.pos, bt->positions, (size_t)n * 4);
+    memset(h + lo.pos + n, 0, pad);
+    memcpy(h + lo.slots, bt->slot_mapping, (size_t)n * 4);
+    for (int32_t i = n; i < B; i++) h[lo.slots + i] = BACKEND_SLOT_NONE;
+    for (int32_t i = 0; i <= B; i++) h[lo.seq_start + i] = i;
+    memcpy(h + lo.ctx, bt->context_len, (size_t)n * 4);
+    for (int32_t i = n; i < B; i++) h[lo.ctx + i] = 1;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t *row = h + lo.btab + (size_t)i * gmb;
+        memcpy(row, bt->block_table + (size_t)i * bt->max_blocks_per_seq, (size_t)w * 4);
+        memset(row + w, 0, (size_t)(gmb - w) * 4);
+    }
+    memset(h + lo.btab + (size_t)n * gmb, 0, (size_t)(B - n) * gmb * 4);
+    for (int32_t i = 0; i < B; i++) h[lo.lidx + i] = i;
+    int rc = dev_h2d(cb->d_batch, h, lo.n * 4, cb->s);
+    if (rc == DEV_OK) rc = dev_graph_launch(cb->graphs[g], cb->s);
+    if (rc == DEV_OK && logits) /* NULL: they stay on the device for b_sample */
+        rc = dev_d2h(logits, cb->logits, (size_t)n * cb->base.m->hp.n_vocab * sizeof(float), cb->s);
+    const int src = dev_sync(cb->s);
+    if (rc == DEV_OK) rc = src;
+    if (rc != DEV_OK) return dev_fail(cb, rc, "decode graph");
+    cb->n_replays++;
+    return IFD_OK;
+}
+
+/* At create: one graph per bucket, recorded from fwd_run over a step of padding rows
+ * (nothing runs while capturing). */
+static int capture_graphs(cuda_backend *cb) {
+    const backend_config *cfg = &cb->base.cfg;
+    const int32_t top = bucket_top(cfg), n = bucket_count(cfg);
+    cb->graph_bucket = (int32_t *)calloc((size_t)n, sizeof(int32_t));
+    cb->graphs = (dev_graph *)calloc((size_t)n, sizeof(dev_graph));
+    cb->graph_mb = (cfg->max_seq_len + cfg->block_size - 1) / cfg->block_size;
+    const int32_t gmb = cb->graph_mb;
+    int32_t *a = (int32_t *)calloc((size_t)top * (6 + (size_t)gmb) + 1, sizeof(int32_t));
+    if (!cb->graph_bucket || !cb->graphs || !a) {
+        free(a);
+        slog("error", "%s backend: out of host memory for the decode graphs", IFD_CUDA_KIND);
+        return IFD_ERR_NOMEM;
+    }
+    int32_t *tok = a, *pos = tok + top, *slot = pos + top, *ss = slot + top, *ctx = ss + top + 1,
+            *lidx = ctx + top, *btab = lidx + top;
+    for (int32_t i = 0; i <= top; i++) ss[i] = i;
+    for (int32_t i = 0; i < top; i++) slot[i] = BACKEND_SLOT_NONE, ctx[i] = 1, lidx[i] = i;
+    int rc = IFD_OK;
+    for (int32_t b = 1, i = 0; i < n; b = next_bucket(b), i++) {
+        const int32_t B = i == n - 1 ? top : b;
+        const ifd_batch bt = {B, tok, pos, slot, B, ss, ctx, btab, gmb, B, lidx};
+        cb->capturing = true;
+        int frc = IFD_OK;
+        dev_graph gr = NULL;
+        int drc = dev_graph_begin(cb->s);
+        if (drc == DEV_OK) {
+            frc = fwd_run(&CUDA_FWD, cb, &cb->shadow, &cb->buf, &bt, cb->logits);
+            drc = dev_graph_end(cb->s, &gr);
+        }
+        cb->capturing = false;
+        cb->bt = NULL;
+        if (drc != DEV_OK || frc != IFD_OK) {
+            if (drc == DEV_OK) dev_graph_destroy(gr);
+            rc = drc != DEV_OK ? dev_fail(cb, drc, "decode graph capture") : frc;
+            slog("error", "%s backend: capturing the decode graph of %d sequences failed", IFD_CUDA_KIND, B);
+            break;
+        }
+        cb->graph_bucket[i] = B;
+        cb->graphs[i] = gr;
+        cb->n_graphs = i + 1;
+    }
+    free(a);
+    return rc;
+}
+
 /* ---- backend_ops ---------------------------------------------------------------------- */
 static int b_forward(backend *b, const ifd_batch *bt, float *logits) {
     cuda_backend *cb = (cuda_backend *)b;
     if (cb->dead) return IFD_ERR_DEVICE_LOST;
+    cb->n_steps++;
+    const int g = graph_for(cb, bt);
+    if (g >= 0) return run_graph(cb, g, bt, logits);
     int rc = fwd_run(&CUDA_FWD, cb, &cb->shadow, &cb->buf, bt, cb->logits);
     cb->bt = NULL;
     if (rc != IFD_OK) {
@@ -357,6 +533,12 @@ static void b_destroy(backend *b) {
     cuda_backend *cb = (cuda_backend *)b;
     if (!cb) return;
     if (cb->s) (void)dev_sync(cb->s);
+    if (cb->n_graphs)
+        slog("info", "%s backend: %lld of %lld steps ran as decode-graph replays", IFD_CUDA_KIND,
+             (long long)cb->n_replays, (long long)cb->n_steps);
+    for (int32_t i = 0; i < cb->n_graphs; i++) dev_graph_destroy(cb->graphs[i]);
+    free(cb->graphs);
+    free(cb->graph_bucket);
     for (size_t i = 0; i < cb->n_allocs; i++) dev_free(cb->allocs[i]);
     free(cb->allocs);
     dev_host_free(cb->h_batch);
@@ -463,6 +645,8 @@ static void plan_bytes(const model *m, const backend_config *cfg, size_t *weight
     a += k_matmul_scratch_bytes((int32_t)rows, (int64_t)max_cols);
     a += samp_bytes(m, cfg);
     a += 256 * 64; /* allocation rounding */
+    /* the decode graphs' device-side state (instantiated nodes; ~15 a layer): a reserve */
+    if (!cfg->graphs_off) a += (size_t)bucket_count(cfg) << 20;
     *weights = w;
     *acts = a;
 }
@@ -582,8 +766,23 @@ static int create(backend **out, const model *m, const backend_config *cfg, char
         b_destroy(&cb->base);
         return IFD_ERR_NOMEM;
     }
-    slog("info", "%s backend on %s (sm_%d%d, %d SMs, %zu MiB)", IFD_CUDA_KIND, cb->props.name,
-            cb->props.cc_major, cb->props.cc_minor, cb->props.sm_count, cb->props.total_mem >> 20);
+    if (!cfg->graphs_off && (rc = capture_graphs(cb)) != IFD_OK) {
+        /* a lost device fails create; anything else leaves every step eager */
+        if (cb->dead) {
+            ifd_errf(err, err_bytes, rc, "%s backend: the device was lost while capturing the decode graphs: %s",
+                     IFD_CUDA_KIND, dev_error());
+            b_destroy(&cb->base);
+            return rc;
+        }
+        slog("warn", "%s backend: decode graphs not captured (%s); every step runs eagerly", IFD_CUDA_KIND,
+             ifd_status_str(rc));
+        for (int32_t i = 0; i < cb->n_graphs; i++) dev_graph_destroy(cb->graphs[i]);
+        cb->n_graphs = 0;
+    }
+    slog("info", "%s backend on %s (sm_%d%d, %d SMs, %zu MiB); decode graphs: %s%d buckets up to %d sequences",
+            IFD_CUDA_KIND, cb->props.name, cb->props.cc_major, cb->props.cc_minor, cb->props.sm_count,
+            cb->props.total_mem >> 20, cb->n_graphs ? "" : "off, ", cb->n_graphs,
+            cb->n_graphs ? cb->graph_bucket[cb->n_graphs - 1] : 0);
     *out = &cb->base;
     return IFD_OK;
 }
@@ -595,6 +794,19 @@ extern "C" int IFD_CUDA_ENTRY(backend_create)(backend **out, const model *m, con
     return IFD_NS::create(out, m, cfg, err, err_bytes);
 }
 extern "C" int IFD_CUDA_ENTRY(device_count)(void) { return IFD_NS::dev_count(); }
+/* Test-only doors (backend.h: backend_cuda_graph_replays, backend_cuda_kv_access). */
+extern "C" int64_t IFD_CUDA_ENTRY(graph_replays)(const backend *b) {
+    if (!b || b->ops != &IFD_NS::CUDA_OPS) return -1;
+    return ((const IFD_NS::cuda_backend *)b)->n_replays;
+}
+extern "C" int IFD_CUDA_ENTRY(kv_access)(backend *b, float *host, size_t bytes, int upload) {
+    if (!b || b->ops != &IFD_NS::CUDA_OPS) return IFD_ERR_INVALID;
+    IFD_NS::cuda_backend *cb = (IFD_NS::cuda_backend *)b;
+    if (bytes != cb->layer_kv_floats * 2 * b->m->hp.n_layers * sizeof(float)) return IFD_ERR_INVALID;
+    int rc = upload ? IFD_NS::dev_h2d(cb->kv, host, bytes, cb->s) : IFD_NS::dev_d2h(host, cb->kv, bytes, cb->s);
+    if (rc == IFD_NS::DEV_OK) rc = IFD_NS::dev_sync(cb->s);
+    return rc == IFD_NS::DEV_OK ? IFD_OK : IFD_ERR_INTERNAL;
+}
 extern "C" void IFD_CUDA_ENTRY(device_name)(char *buf, size_t cap) {
     IFD_NS::dev_props p;
     if (cap == 0) return;
