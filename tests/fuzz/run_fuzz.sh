@@ -43,7 +43,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 shared=$root/../shared
 
-CC=clang cmake -S . -B "$build" -G Ninja -DINFERD_CUDA=OFF >/dev/null
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DINFERD_CUDA=OFF -DINFERD_EMU=OFF >/dev/null
 if ! grep -q '^CMAKE_C_COMPILER:.*clang' "$build/CMakeCache.txt"; then
     echo "run_fuzz: $build was configured with a compiler other than clang; remove it" >&2
     exit 2
