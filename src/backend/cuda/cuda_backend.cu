@@ -19,7 +19,7 @@
 // one token (logits row i = token i) is packed as the smallest bucket >= n, padded
 // with rows that store nothing (slot BACKEND_SLOT_NONE, position 0, context 1, block
 // table row 0) and replayed: one upload, one graph launch, one logits download,
-// instead of ~15 launches a layer. The bits are the eager path's (batch invariance:
+// instead of ~12 launches a layer. The bits are the eager path's (batch invariance:
 // every kernel's result for a row ignores the other rows and the grid). Any other
 // step (prefill chunks, mixes, verification rows) runs eagerly.
 //
@@ -234,10 +234,19 @@ static int o_rmsnorm(void *ctx, float *out, const float *x, const int32_t *rows,
 static int o_matmul(void *ctx, int n, float *const *outs, const wmat *const *ws, const float *x,
                     int32_t n_tokens) {
     cuda_backend *cb = (cuda_backend *)ctx;
+    if (n < 1 || n > K_MATMUL_MAX_GROUP) return IFD_ERR_INVALID;
+    k_wmat w[K_MATMUL_MAX_GROUP];
+    const k_wmat *wp[K_MATMUL_MAX_GROUP];
     for (int i = 0; i < n; i++) {
-        k_wmat w = {ws[i]->data, (int)ws[i]->type, ws[i]->n_rows, ws[i]->n_cols};
-        DEV_TRY(cb, k_matmul(cb->s, outs[i], &w, x, n_tokens, cb->mm_scratch, cb->mm_scratch_bytes), "matmul");
+        w[i] = {ws[i]->data, (int)ws[i]->type, ws[i]->n_rows, ws[i]->n_cols};
+        wp[i] = &w[i];
     }
+    /* forward.c groups only matrices of one type and width (q/k/v, gate/up): one launch,
+     * the same bits per element as one k_matmul each */
+    if (n == 1)
+        DEV_TRY(cb, k_matmul(cb->s, outs[0], wp[0], x, n_tokens, cb->mm_scratch, cb->mm_scratch_bytes), "matmul");
+    else
+        DEV_TRY(cb, k_matmul_group(cb->s, n, outs, wp, x, n_tokens, cb->mm_scratch, cb->mm_scratch_bytes), "matmul");
     return IFD_OK;
 }
 
@@ -645,7 +654,7 @@ static void plan_bytes(const model *m, const backend_config *cfg, size_t *weight
     a += k_matmul_scratch_bytes((int32_t)rows, (int64_t)max_cols);
     a += samp_bytes(m, cfg);
     a += 256 * 64; /* allocation rounding */
-    /* the decode graphs' device-side state (instantiated nodes; ~15 a layer): a reserve */
+    /* the decode graphs' device-side state (instantiated nodes; ~12 a layer): a reserve */
     if (!cfg->graphs_off) a += (size_t)bucket_count(cfg) << 20;
     *weights = w;
     *acts = a;
