@@ -853,11 +853,13 @@ static void accept_some(io_thread *t) {
         atomic_fetch_add(&d->accepted, 1);
         int64_t n = atomic_fetch_add(&d->n_conns, 1) + 1;
         bool reserve = false;
-        /* over the limit: idle connections make room (the reserve's too) */
+        /* over the limit: idle connections make room (the reserve's too), this thread's
+         * first, then another thread's (it closes one of its idle ones now: the count
+         * is ahead of the open descriptors by those pending closes). Past limit +
+         * reserve too: which thread accepts is the kernel's choice, and the idle
+         * connections may all sit on other threads. */
         while (n > d->cfg.max_connections && evict_idle(t)) n--;
-        while (n > d->cfg.max_connections && n <= (int64_t)d->cfg.max_connections + d->cfg.reserve_connections &&
-               evict_elsewhere(t))
-            n--; /* another thread closes one of its idle ones now */
+        while (n > d->cfg.max_connections && evict_elsewhere(t)) n--;
         if (n > d->cfg.max_connections) {
             if (n > (int64_t)d->cfg.max_connections + d->cfg.reserve_connections) {
                 close(fd);
