@@ -79,15 +79,20 @@ __asm__(".text\n"
 
 enum fstate { F_READY, F_BARRIER, F_WARP, F_DONE };
 
-struct fiber {
-    thread_ctx t;
-    fstate st;
-    unsigned char *stack; /* usable area [stack, stack + stack_bytes) */
+/* A suspended context: a fiber's or the scheduler's. */
+struct ctx {
 #if defined(__x86_64__)
     void *sp;
 #else
     ucontext_t uc;
 #endif
+};
+
+struct fiber {
+    thread_ctx t;
+    fstate st;
+    unsigned char *stack; /* usable area [stack, stack + stack_bytes) */
+    ctx c;
     /* what it waits at */
     const char *file;
     int line;
@@ -104,19 +109,14 @@ struct block_ctx {
     fiber *running;
     const unsigned *perm; /* this pass's order of the threads */
     unsigned pos;         /* index in perm of the running fiber */
-#if defined(__x86_64__)
-    void *sched_sp;
-#else
-    ucontext_t sched_uc;
-#endif
+    ctx sched;
     kernel_fn fn;
     void *arg;
-#ifdef IFD_EMU_ASAN
-    void *sched_fake;
+    /* the scheduler's stack, for ASan's switch announcements (learned at the block's
+     * first fiber entry) */
     bool sched_known;
     const void *sched_stack_bottom;
     size_t sched_stack_size;
-#endif
 };
 
 /* ---- per-host-thread state ------------------------------------------------------------ */
@@ -214,6 +214,25 @@ static void permute(std::vector<unsigned> &p, unsigned n, uint64_t salt) {
 /* ---- fibers ------------------------------------------------------------------------- */
 static thread_local block_ctx *t_blk;
 
+/* Save the running context into from and resume to (whose stack is [to_stack, +to_size),
+ * announced to ASan; exiting: from is never resumed). */
+static void jump(ctx *from, ctx *to, const void *to_stack, size_t to_size, bool exiting) {
+#ifdef IFD_EMU_ASAN
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(exiting ? NULL : &fake, to_stack, to_size);
+#else
+    (void)to_stack, (void)to_size, (void)exiting;
+#endif
+#if defined(__x86_64__)
+    ifd_emu_switch(&from->sp, to->sp);
+#else
+    swapcontext(&from->uc, &to->uc);
+#endif
+#ifdef IFD_EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+}
+
 /* The running fiber f blocks (or exits): switch straight to the next ready fiber of this
  * pass, or back to the scheduler when the pass is over (one switch per blocking, not
  * two). */
@@ -228,32 +247,14 @@ static void to_scheduler(fiber *f, bool exiting) {
             break;
         }
     }
-#ifdef IFD_EMU_ASAN
-    void *fake = NULL;
-    if (next) __sanitizer_start_switch_fiber(exiting ? NULL : &fake, next->stack, stack_pool::stack_bytes());
-    else __sanitizer_start_switch_fiber(exiting ? NULL : &fake, b->sched_stack_bottom, b->sched_stack_size);
-#else
-    (void)exiting;
-#endif
     if (next) {
         b->running = next;
         cur = &next->t;
-#if defined(__x86_64__)
-        ifd_emu_switch(&f->sp, next->sp);
-#else
-        swapcontext(&f->uc, &next->uc);
-#endif
+        jump(&f->c, &next->c, next->stack, stack_pool::stack_bytes(), exiting);
     } else {
         b->pos = b->n;
-#if defined(__x86_64__)
-        ifd_emu_switch(&f->sp, b->sched_sp);
-#else
-        swapcontext(&f->uc, &b->sched_uc);
-#endif
+        jump(&f->c, &b->sched, b->sched_stack_bottom, b->sched_stack_size, exiting);
     }
-#ifdef IFD_EMU_ASAN
-    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
-#endif
 }
 
 static void fiber_main(void *p) {
@@ -298,14 +299,14 @@ static void fiber_init(fiber *f, unsigned char *stack) {
     *--sp = (uint64_t)(uintptr_t)&fiber_main;           /* r13: the entry */
     *--sp = 0;                                          /* r14 */
     *--sp = 0;                                          /* r15 */
-    f->sp = sp;
+    f->c.sp = sp;
 #else
-    getcontext(&f->uc);
-    f->uc.uc_stack.ss_sp = stack;
-    f->uc.uc_stack.ss_size = bytes;
-    f->uc.uc_link = NULL;
+    getcontext(&f->c.uc);
+    f->c.uc.uc_stack.ss_sp = stack;
+    f->c.uc.uc_stack.ss_size = bytes;
+    f->c.uc.uc_link = NULL;
     uintptr_t a = (uintptr_t)f;
-    makecontext(&f->uc, (void (*)(void))fiber_entry_uc, 2, (unsigned)(a >> 32), (unsigned)a);
+    makecontext(&f->c.uc, (void (*)(void))fiber_entry_uc, 2, (unsigned)(a >> 32), (unsigned)a);
 #endif
 }
 
@@ -320,18 +321,7 @@ static void run_pass(block_ctx *b, const unsigned *perm) {
     b->pos = k;
     b->running = f;
     cur = &f->t;
-#ifdef IFD_EMU_ASAN
-    void *fake = NULL;
-    __sanitizer_start_switch_fiber(&fake, f->stack, stack_pool::stack_bytes());
-#endif
-#if defined(__x86_64__)
-    ifd_emu_switch(&b->sched_sp, f->sp);
-#else
-    swapcontext(&b->sched_uc, &f->uc);
-#endif
-#ifdef IFD_EMU_ASAN
-    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
-#endif
+    jump(&b->sched, &f->c, f->stack, stack_pool::stack_bytes(), false);
     cur = NULL;
     b->running = NULL;
 }
@@ -617,10 +607,7 @@ int launch(const char *name, dim3 grid, dim3 block, size_t smem, kernel_fn fn, v
             fiber_init(f, t_stacks.get(i));
         }
         permute(tperm, n, launch_no * 31 + k);
-#ifdef IFD_EMU_ASAN
-        b.sched_fake = NULL;
         b.sched_known = false;
-#endif
         if (run_block(&b, tperm, name) != 0) {
             size_t l = strlen(t_err);
             if (l + 40 < sizeof t_err)
