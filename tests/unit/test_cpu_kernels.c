@@ -124,14 +124,15 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
     if (prepare) {
         CHECK(ops_ctx_prepare_weights(c, &w) == IFD_OK);
         /* AVX-512 packs Q8_0 / Q4_0 / Q4_K / Q6_K matrices of whole 16-row groups, AVX2
-         * ones of the same types in whole 8-row groups */
+         * ones of the same types in whole 8-row groups; the float types (K a multiple of
+         * 32) in 64-row groups at AVX-512, 16-row groups at AVX2 */
         const int lv = ops_ctx_level(c);
-        const bool packs = (lv == CPU_LEVEL_AVX512 && rows % 16 == 0 &&
-                            (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
-                             t == GGML_TYPE_Q6_K)) ||
-                           (lv == CPU_LEVEL_AVX2 && rows % 8 == 0 &&
-                            (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
-                             t == GGML_TYPE_Q6_K));
+        const bool iq = t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
+                        t == GGML_TYPE_Q6_K;
+        const bool fl = (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) &&
+                        K % 32 == 0;
+        const bool packs = (lv == CPU_LEVEL_AVX512 && ((iq && rows % 16 == 0) || (fl && rows % 64 == 0))) ||
+                           (lv == CPU_LEVEL_AVX2 && ((iq && rows % 8 == 0) || (fl && rows % 16 == 0)));
         CHECKF((ops_ctx_prepared_bytes(c) > 0) == packs, "%s rows %lld: prepared %zu bytes",
                tname(t), (long long)rows, ops_ctx_prepared_bytes(c));
     }
@@ -190,8 +191,14 @@ static void test_matmul_all_types(void) {
             for (size_t i = 0; i < IFD_ARRAY_LEN(Tp); i++) check_matmul(c, t, 48, kq ? 512 : 256, Tp[i]);
             if (!kq) check_matmul(c, t, 32, 96, 9);
             check_matmul(c, t, 40, kq ? 512 : 96, 6); /* whole 8-row groups, not 16 (AVX2) */
-            if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16)
+            if (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) {
                 check_matmul(c, t, 11, 100, 5); /* K not a multiple of 8 or 16 */
+                /* the packed float forms (64-row groups at AVX-512): K over several
+                 * 512-position slices with a short last one, T across the token tiles */
+                const int32_t Tf[] = {1, 2, 6, 13, 31};
+                for (size_t i = 0; i < IFD_ARRAY_LEN(Tf); i++) check_matmul(c, t, 128, 1056, Tf[i]);
+                check_matmul(c, t, 64, 32, 7);
+            }
         }
         ops_ctx_destroy(c);
     }
@@ -255,6 +262,7 @@ static void test_matmul_batch_invariance(void) {
     matmul_batch_invariance(48, 32, true); /* the packed forms (whole 16-row groups) */
     matmul_batch_invariance(32, 45, true); /* packed and unpacked in one multi-matmul */
     matmul_batch_invariance(40, 24, true); /* 8-row groups (AVX2), unpacked at AVX-512 */
+    matmul_batch_invariance(128, 64, true); /* the packed float forms (64-row groups) */
 }
 
 /* rmsnorm and swiglu: SIMD reductions / exp differ from libm in the last bits.

@@ -133,6 +133,14 @@ void kern_gemm_rows(const kern_table *k, const wmat *w, int64_t r0, int64_t r1, 
 /* Bytes of w's packed form at this level, 0 when it has none (type without a packed
  * kernel, or rows not a multiple of the group). */
 size_t kern_packed_bytes(const kern_table *k, const wmat *w);
+/* The packed float form every level shares (F32 / F16 / BF16, elements as they are):
+ * nr rows (row_bytes apart) stored K position by K position, row i of position k at
+ * element k * nr + i. */
+void kern_pack_float(ggml_type t, int32_t nr, uint8_t *dst, const uint8_t *w, size_t rb,
+                     int64_t K);
+/* Rows of one packed group of w at this level (a task's row range must be a multiple),
+ * 0 when w has no packed form. */
+int32_t kern_packed_rows(const kern_table *k, const wmat *w);
 /* Pack w into dst (kern_packed_bytes(k, w) bytes, 64-byte aligned). */
 void kern_pack_weights(const kern_table *k, const wmat *w, uint8_t *dst);
 /* kern_gemm_rows over w's packed copy pk; r0 and r1 multiples of the group rows (or

@@ -811,6 +811,130 @@ K2_TILES(f32, f_tile, GGML_TYPE_F32, FNR, FNT, FDR, K)
 K2_TILES(f16, f_tile, GGML_TYPE_F16, FNR, FNT, FDR, K)
 K2_TILES(bf16, f_tile, GGML_TYPE_BF16, FNR, FNT, FDR, K)
 
+/* ---- packed float weights ----------------------------------------------------------------
+ * Prepared once (kern_pack, layout of kern_pack_float) for F32 / F16 / BF16 in groups of
+ * F2_NR = 16 rows: row i of K position k at element k * 16 + i, so two vectors hold 16
+ * outputs of one token and each activation element is one broadcast. Per lane (row,
+ * token) the sum is one f32 FMA chain over k in order from 0 (weights converted
+ * exactly), whatever the tile: decode reads two groups side by side (four independent
+ * chains), prefill walks a group in F2_KC-position slices across all its token tiles
+ * (partial sums parked in out, which changes no bit). Decode and prefill agree bit for
+ * bit; no horizontal sums. */
+
+#define F2_NR 16
+#define F2_NT 6
+#define F2_KC 512
+
+AI size_t f2_esz(ggml_type t) {
+    return t == GGML_TYPE_F32 ? 4 : 2;
+}
+static size_t f2_gb_f32(int64_t K) {
+    return (size_t)K * F2_NR * 4;
+}
+static size_t f2_gb_h(int64_t K) {
+    return (size_t)K * F2_NR * 2;
+}
+static void f2_pack_f32(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    kern_pack_float(GGML_TYPE_F32, F2_NR, dst, w, rb, K);
+}
+static void f2_pack_f16(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    kern_pack_float(GGML_TYPE_F16, F2_NR, dst, w, rb, K);
+}
+static void f2_pack_bf16(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    kern_pack_float(GGML_TYPE_BF16, F2_NR, dst, w, rb, K);
+}
+
+/* 8 packed weights (rows 8v.. of position k) as f32. */
+AI __m256 f2_ld(ggml_type t, const uint8_t *g, int64_t k, int v) {
+    return ld_w8(t, g, (int64_t)(k * F2_NR + 8 * v));
+}
+
+/* One group x NT tokens over positions [k0, k1): out[j * os + i]; first: chains start
+ * at 0, else they continue from out. */
+AI void f2_body(const int NT, ggml_type t, const uint8_t *g, int64_t k0, int64_t k1,
+                const uint8_t *act, size_t as, float *out, size_t os, int first) {
+    __m256 acc[F2_NT][2];
+    const float *x[F2_NT];
+    UNROLL
+    for (int j = 0; j < NT; j++) {
+        x[j] = (const float *)(act + (size_t)j * as);
+        UNROLL
+        for (int v = 0; v < 2; v++)
+            acc[j][v] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + (size_t)j * os + 8 * v);
+    }
+    for (int64_t k = k0; k < k1; k++) {
+        const __m256 w0 = f2_ld(t, g, k, 0), w1 = f2_ld(t, g, k, 1);
+        UNROLL
+        for (int j = 0; j < NT; j++) {
+            const __m256 xv = _mm256_broadcast_ss(x[j] + k);
+            acc[j][0] = _mm256_fmadd_ps(w0, xv, acc[j][0]);
+            acc[j][1] = _mm256_fmadd_ps(w1, xv, acc[j][1]);
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++)
+        UNROLL
+        for (int v = 0; v < 2; v++) _mm256_storeu_ps(out + (size_t)j * os + 8 * v, acc[j][v]);
+}
+
+/* Decode: two groups (gb bytes apart, outputs 16 apart) x one token, whole K. */
+AI void f2_body_dec2(ggml_type t, const uint8_t *g, size_t gb, int64_t K, const float *x,
+                     float *out) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const uint8_t *h = g + gb;
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 xv = _mm256_broadcast_ss(x + k);
+        a0 = _mm256_fmadd_ps(f2_ld(t, g, k, 0), xv, a0);
+        a1 = _mm256_fmadd_ps(f2_ld(t, g, k, 1), xv, a1);
+        a2 = _mm256_fmadd_ps(f2_ld(t, h, k, 0), xv, a2);
+        a3 = _mm256_fmadd_ps(f2_ld(t, h, k, 1), xv, a3);
+    }
+    _mm256_storeu_ps(out, a0);
+    _mm256_storeu_ps(out + 8, a1);
+    _mm256_storeu_ps(out + 16, a2);
+    _mm256_storeu_ps(out + 24, a3);
+}
+
+AI void f2_gemm(ggml_type t, const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act,
+                size_t as, int64_t K, float *out, size_t os, int32_t nt) {
+    int64_t gi = 0;
+    if (nt == 1) {
+        for (; gi + 2 <= ng; gi += 2)
+            f2_body_dec2(t, grp + (size_t)gi * gb, gb, K, (const float *)act, out + (size_t)gi * F2_NR);
+        if (gi < ng) f2_body(1, t, grp + (size_t)gi * gb, 0, K, act, as, out + (size_t)gi * F2_NR, os, 1);
+        return;
+    }
+    for (; gi < ng; gi++) {
+        const uint8_t *g = grp + (size_t)gi * gb;
+        float *og = out + (size_t)gi * F2_NR;
+        for (int64_t k0 = 0; k0 < K; k0 += F2_KC) {
+            const int64_t k1 = IFD_MIN(K, k0 + F2_KC);
+            const int first = k0 == 0;
+            int32_t j = 0;
+            for (; j + F2_NT <= nt; j += F2_NT)
+                f2_body(F2_NT, t, g, k0, k1, act + (size_t)j * as, as, og + (size_t)j * os, os, first);
+            const uint8_t *aj = act + (size_t)j * as;
+            float *oj = og + (size_t)j * os;
+            switch (nt - j) {
+            case 1: f2_body(1, t, g, k0, k1, aj, as, oj, os, first); break;
+            case 2: f2_body(2, t, g, k0, k1, aj, as, oj, os, first); break;
+            case 3: f2_body(3, t, g, k0, k1, aj, as, oj, os, first); break;
+            case 4: f2_body(4, t, g, k0, k1, aj, as, oj, os, first); break;
+            case 5: f2_body(5, t, g, k0, k1, aj, as, oj, os, first); break;
+            default: break;
+            }
+        }
+    }
+}
+#define F2_GEMM(NAME, T)                                                                       \
+    static void NAME(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as, \
+                     int64_t K, float *out, size_t os, int32_t nt) {                          \
+        f2_gemm(T, grp, gb, ng, act, as, K, out, os, nt);                                     \
+    }
+F2_GEMM(f2_gemm_f32, GGML_TYPE_F32)
+F2_GEMM(f2_gemm_f16, GGML_TYPE_F16)
+F2_GEMM(f2_gemm_bf16, GGML_TYPE_BF16)
+
 /* ---- elementwise ----------------------------------------------------------------------- */
 
 /* exp(x), x clamped to [-87, 88]: 2^n * p(r) with a degree-7 Taylor polynomial. */
@@ -943,7 +1067,10 @@ static const kern_table k2_table = {
     .pack = {[GGML_TYPE_Q4_0] = {P2_NR, p2_gb_q4_0, p2_pack_q4_0, p2_gemm_q4_0},
              [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0},
              [GGML_TYPE_Q4_K] = {P2_NR, p2_gb_q4_K, p2_pack_q4_K, p2_gemm_q4_K},
-             [GGML_TYPE_Q6_K] = {P2_NR, p2_gb_q6_K, p2_pack_q6_K, p2_gemm_q6_K}},
+             [GGML_TYPE_Q6_K] = {P2_NR, p2_gb_q6_K, p2_pack_q6_K, p2_gemm_q6_K},
+             [GGML_TYPE_F32] = {F2_NR, f2_gb_f32, f2_pack_f32, f2_gemm_f32},
+             [GGML_TYPE_F16] = {F2_NR, f2_gb_h, f2_pack_f16, f2_gemm_f16},
+             [GGML_TYPE_BF16] = {F2_NR, f2_gb_h, f2_pack_bf16, f2_gemm_bf16}},
 };
 
 #if defined(__clang__)

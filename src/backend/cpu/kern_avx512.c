@@ -760,6 +760,110 @@ KERN_TILES(f32, f_tile, GGML_TYPE_F32, FNR, FNT, K)
 KERN_TILES(f16, f_tile, GGML_TYPE_F16, FNR, FNT, K)
 KERN_TILES(bf16, f_tile, GGML_TYPE_BF16, FNR, FNT, K)
 
+/* ---- packed float weights ----------------------------------------------------------------
+ * Prepared once (kern_pack) for F32 / F16 / BF16: a group of FP_NR = 64 rows is stored K
+ * position by K position, the 64 rows' elements of one K position side by side (row i of
+ * position k at k * 64 + i, in the original element type), so that FP_NV = 4 vectors hold
+ * 64 outputs of one token and each activation element is one broadcast. Per lane (row,
+ * token) the sum is one f32 FMA chain over k in order from 0 (the weights converted
+ * exactly), whatever the token tile: decode reads the group straight through (the four
+ * vectors are four independent chains), prefill walks it in FP_KC-position slices
+ * across all its token tiles (partial sums parked in out, which changes no bit), so
+ * decode and prefill agree bit for bit. No horizontal sums. */
+
+#define FP_NR 64
+#define FP_NV (FP_NR / 16)
+#define FP_NT 6
+#define FP_KC 512
+
+AI size_t fp_esz(ggml_type t) {
+    return t == GGML_TYPE_F32 ? 4 : 2;
+}
+static size_t fp_gb_f32(int64_t K) {
+    return (size_t)K * FP_NR * 4;
+}
+static size_t fp_gb_h(int64_t K) {
+    return (size_t)K * FP_NR * 2;
+}
+static void fp_pack_f32(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    kern_pack_float(GGML_TYPE_F32, FP_NR, dst, w, rb, K);
+}
+static void fp_pack_f16(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    kern_pack_float(GGML_TYPE_F16, FP_NR, dst, w, rb, K);
+}
+static void fp_pack_bf16(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    kern_pack_float(GGML_TYPE_BF16, FP_NR, dst, w, rb, K);
+}
+
+/* 16 packed weights (rows 16v.. of position k) as f32. */
+AI __m512 fp_ld(ggml_type t, const uint8_t *g, int64_t k, int v) {
+    const uint8_t *p = g + ((size_t)k * FP_NR + 16 * (size_t)v) * fp_esz(t);
+    if (t == GGML_TYPE_F32) return _mm512_loadu_ps(p);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    if (t == GGML_TYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* One group x NT tokens over positions [k0, k1): out[j * os + i]; first: chains start
+ * at 0, else they continue from out. */
+AI void fp_body(const int NT, ggml_type t, const uint8_t *g, int64_t k0, int64_t k1,
+                const uint8_t *act, size_t as, float *out, size_t os, int first) {
+    __m512 acc[FP_NT][FP_NV];
+    const float *x[FP_NT];
+    for (int j = 0; j < NT; j++) {
+        x[j] = (const float *)(act + (size_t)j * as);
+        for (int v = 0; v < FP_NV; v++)
+            acc[j][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + (size_t)j * os + 16 * v);
+    }
+    for (int64_t k = k0; k < k1; k++) {
+        __m512 wv[FP_NV];
+        for (int v = 0; v < FP_NV; v++) wv[v] = fp_ld(t, g, k, v);
+        for (int j = 0; j < NT; j++) {
+            const __m512 xv = _mm512_set1_ps(x[j][k]);
+            for (int v = 0; v < FP_NV; v++) acc[j][v] = _mm512_fmadd_ps(wv[v], xv, acc[j][v]);
+        }
+    }
+    for (int j = 0; j < NT; j++)
+        for (int v = 0; v < FP_NV; v++) _mm512_storeu_ps(out + (size_t)j * os + 16 * v, acc[j][v]);
+}
+
+AI void fp_gemm(ggml_type t, const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act,
+                size_t as, int64_t K, float *out, size_t os, int32_t nt) {
+    for (int64_t gi = 0; gi < ng; gi++) {
+        const uint8_t *g = grp + (size_t)gi * gb;
+        float *og = out + (size_t)gi * FP_NR;
+        if (nt == 1) {
+            fp_body(1, t, g, 0, K, act, as, og, os, 1);
+            continue;
+        }
+        for (int64_t k0 = 0; k0 < K; k0 += FP_KC) {
+            const int64_t k1 = IFD_MIN(K, k0 + FP_KC);
+            const int first = k0 == 0;
+            int32_t j = 0;
+            for (; j + FP_NT <= nt; j += FP_NT)
+                fp_body(FP_NT, t, g, k0, k1, act + (size_t)j * as, as, og + (size_t)j * os, os, first);
+            const uint8_t *aj = act + (size_t)j * as;
+            float *oj = og + (size_t)j * os;
+            switch (nt - j) {
+            case 1: fp_body(1, t, g, k0, k1, aj, as, oj, os, first); break;
+            case 2: fp_body(2, t, g, k0, k1, aj, as, oj, os, first); break;
+            case 3: fp_body(3, t, g, k0, k1, aj, as, oj, os, first); break;
+            case 4: fp_body(4, t, g, k0, k1, aj, as, oj, os, first); break;
+            case 5: fp_body(5, t, g, k0, k1, aj, as, oj, os, first); break;
+            default: break;
+            }
+        }
+    }
+}
+#define FP_GEMM(NAME, T)                                                                       \
+    static void NAME(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as, \
+                     int64_t K, float *out, size_t os, int32_t nt) {                          \
+        fp_gemm(T, grp, gb, ng, act, as, K, out, os, nt);                                     \
+    }
+FP_GEMM(fp_gemm_f32, GGML_TYPE_F32)
+FP_GEMM(fp_gemm_f16, GGML_TYPE_F16)
+FP_GEMM(fp_gemm_bf16, GGML_TYPE_BF16)
+
 /* ---- elementwise ops ------------------------------------------------------------------- */
 
 /* exp(x) for x in [-87, 88]: 2^n * p(r), r = x - n ln2 in [-ln2/2, ln2/2], degree-7
@@ -1009,7 +1113,10 @@ static const kern_table k5_table = {
     .pack = {[GGML_TYPE_Q8_0] = {PK_NR, pk_gb_q8_0, pk_pack_q8_0, pk_gemm_q8_0},
              [GGML_TYPE_Q4_0] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_q4_0},
              [GGML_TYPE_Q4_K] = {PK_NR, pk_gb_q4_K, pk_pack_q4_K, pk_gemm_q4_K},
-             [GGML_TYPE_Q6_K] = {PK_NR, pk_gb_q6_K, pk_pack_q6_K, pk_gemm_q6_K}},
+             [GGML_TYPE_Q6_K] = {PK_NR, pk_gb_q6_K, pk_pack_q6_K, pk_gemm_q6_K},
+             [GGML_TYPE_F32] = {FP_NR, fp_gb_f32, fp_pack_f32, fp_gemm_f32},
+             [GGML_TYPE_F16] = {FP_NR, fp_gb_h, fp_pack_f16, fp_gemm_f16},
+             [GGML_TYPE_BF16] = {FP_NR, fp_gb_h, fp_pack_bf16, fp_gemm_bf16}},
     .rmsnorm = k5_rmsnorm,
     .swiglu = k5_swiglu,
     .attn = k5_attn,

@@ -7,6 +7,8 @@
  * kernel call whose per-element instruction sequence is the same for all four tile
  * instantiations, so the result does not depend on the tile an element falls in.
  * Thread-safe (no state). */
+#include <string.h>
+
 #include "../../util/common.h"
 #include "kern.h"
 
@@ -94,6 +96,21 @@ size_t kern_packed_bytes(const kern_table *k, const wmat *w) {
     size_t n;
     if (!ifd_mul_ok(p->group_bytes(w->n_cols), (size_t)(w->n_rows / p->nr), &n)) return 0;
     return n;
+}
+
+void kern_pack_float(ggml_type t, int32_t nr, uint8_t *dst, const uint8_t *w, size_t rb,
+                     int64_t K) {
+    const size_t es = t == GGML_TYPE_F32 ? 4 : 2;
+    for (int64_t k0 = 0; k0 < K; k0 += 64) /* 64 positions of all rows: stays in cache */
+        for (int32_t i = 0; i < nr; i++)
+            for (int64_t k = k0; k < K && k < k0 + 64; k++)
+                memcpy(dst + ((size_t)k * (size_t)nr + (size_t)i) * es,
+                       w + (size_t)i * rb + (size_t)k * es, es);
+}
+
+int32_t kern_packed_rows(const kern_table *k, const wmat *w) {
+    const kern_pack *p = pack_of(k, w);
+    return p ? p->nr : 0;
 }
 
 void kern_pack_weights(const kern_table *k, const wmat *w, uint8_t *dst) {

@@ -196,6 +196,15 @@ static void prep_task(void *p, int32_t task, int32_t n_tasks, int32_t thread) {
 
 #define MAX_MULTI 4
 
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        const int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
 typedef struct mm_job {
     ops_ctx *c;
     int n;
@@ -253,11 +262,15 @@ void op_matmul_multi(ops_ctx *c, int n, float *const *outs, const wmat *const *w
     j.chunk = IFD_MAX(chunk, TOKEN_TILE_LCM);
 
     /* one row-block size for all matrices: total rows / (threads * TASKS_PER_THREAD),
-     * a multiple of 16 (whole micro-kernel row tiles) */
-    int64_t total_rows = 0;
-    for (int i = 0; i < n; i++) total_rows += ws[i]->n_rows;
+     * a multiple of 16 (whole micro-kernel row tiles) and of every packed group */
+    int64_t total_rows = 0, unit = 16;
+    for (int i = 0; i < n; i++) {
+        total_rows += ws[i]->n_rows;
+        const int64_t g = kern_packed_rows(k, ws[i]);
+        if (g > 0 && unit % g != 0) unit = unit * g / gcd64(unit, g);
+    }
     int64_t rb = total_rows / ((int64_t)c->n_threads * TASKS_PER_THREAD);
-    rb = IFD_MAX(16, (rb + 15) / 16 * 16);
+    rb = IFD_MAX(unit, (rb + unit - 1) / unit * unit);
     j.row_block = rb;
     j.first_task[0] = 0;
     for (int i = 0; i < n; i++) {
