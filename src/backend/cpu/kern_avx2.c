@@ -824,6 +824,7 @@ K2_TILES(bf16, f_tile, GGML_TYPE_BF16, FNR, FNT, FDR, K)
 #define F2_NR 16
 #define F2_NT 6
 #define F2_KC 512
+#define F2_PF 4096 /* decode prefetch distance, bytes */
 
 AI size_t f2_esz(ggml_type t) {
     return t == GGML_TYPE_F32 ? 4 : 2;
@@ -883,6 +884,15 @@ AI void f2_body_dec2(ggml_type t, const uint8_t *g, size_t gb, int64_t K, const 
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const uint8_t *h = g + gb;
     for (int64_t k = 0; k < K; k++) {
+        if ((k & 1) == 0) { /* a line of each group per two positions, F2_PF ahead */
+            const size_t o = (size_t)k * F2_NR * f2_esz(t) + F2_PF;
+            _mm_prefetch((const char *)g + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)h + o, _MM_HINT_T0);
+            if (t == GGML_TYPE_F32) {
+                _mm_prefetch((const char *)g + o + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)h + o + 64, _MM_HINT_T0);
+            }
+        }
         const __m256 xv = _mm256_broadcast_ss(x + k);
         a0 = _mm256_fmadd_ps(f2_ld(t, g, k, 0), xv, a0);
         a1 = _mm256_fmadd_ps(f2_ld(t, g, k, 1), xv, a1);
