@@ -141,8 +141,9 @@ void kern_pack_float(ggml_type t, int32_t nr, uint8_t *dst, const uint8_t *w, si
 /* Rows of one packed group of w at this level (a task's row range must be a multiple),
  * 0 when w has no packed form. */
 int32_t kern_packed_rows(const kern_table *k, const wmat *w);
-/* Pack w into dst (kern_packed_bytes(k, w) bytes, 64-byte aligned). */
-void kern_pack_weights(const kern_table *k, const wmat *w, uint8_t *dst);
+/* Pack groups [g0, g1) of w (of n_rows / kern_packed_rows) into dst (kern_packed_bytes(k, w)
+ * bytes, 64-byte aligned): disjoint ranges may be packed by different threads. */
+void kern_pack_weights(const kern_table *k, const wmat *w, uint8_t *dst, int64_t g0, int64_t g1);
 /* kern_gemm_rows over w's packed copy pk; r0 and r1 multiples of the group rows (or
  * r1 == n_rows). */
 void kern_gemm_rows_packed(const kern_table *k, const wmat *w, const uint8_t *pk, int64_t r0,

@@ -113,11 +113,11 @@ int32_t kern_packed_rows(const kern_table *k, const wmat *w) {
     return p ? p->nr : 0;
 }
 
-void kern_pack_weights(const kern_table *k, const wmat *w, uint8_t *dst) {
+void kern_pack_weights(const kern_table *k, const wmat *w, uint8_t *dst, int64_t g0, int64_t g1) {
     const kern_pack *p = pack_of(k, w);
-    IFD_ASSERT(p);
+    IFD_ASSERT(p && 0 <= g0 && g0 <= g1 && g1 <= w->n_rows / p->nr);
     const size_t gb = p->group_bytes(w->n_cols);
-    for (int64_t g = 0; g < w->n_rows / p->nr; g++)
+    for (int64_t g = g0; g < g1; g++)
         p->pack(dst + (size_t)g * gb, (const uint8_t *)w->data + (size_t)g * p->nr * w->row_bytes,
                 w->row_bytes, w->n_cols);
 }

@@ -91,6 +91,20 @@ static const uint8_t *pw_find(const ops_ctx *c, const wmat *w) {
     }
 }
 
+typedef struct pack_job {
+    const kern_table *k;
+    const wmat *w;
+    uint8_t *dst;
+    int64_t n_groups;
+} pack_job;
+
+static void pack_task(void *p, int32_t task, int32_t n_tasks, int32_t thread) {
+    const pack_job *j = p;
+    (void)thread;
+    kern_pack_weights(j->k, j->w, j->dst, j->n_groups * task / n_tasks,
+                      j->n_groups * (task + 1) / n_tasks);
+}
+
 int ops_ctx_prepare_weights(ops_ctx *c, const wmat *w) {
     const size_t bytes = w->data ? kern_packed_bytes(c->k, w) : 0;
     if (bytes == 0 || pw_find(c, w)) return IFD_OK;
@@ -110,7 +124,9 @@ int ops_ctx_prepare_weights(ops_ctx *c, const wmat *w) {
     }
     void *pk = NULL;
     if (posix_memalign(&pk, 64, bytes)) return IFD_ERR_NOMEM;
-    kern_pack_weights(c->k, w, pk);
+    pack_job pj = {.k = c->k, .w = w, .dst = pk,
+                   .n_groups = w->n_rows / kern_packed_rows(c->k, w)};
+    tp_run(c->pool, pack_task, &pj, (int32_t)IFD_MIN(pj.n_groups, (int64_t)c->n_threads * 4));
     uint32_t j = pw_hash(w->data) & (uint32_t)(c->pw_cap - 1);
     while (c->pw[j].data) j = (j + 1) & (uint32_t)(c->pw_cap - 1);
     c->pw[j] = (packed_w){.data = w->data, .type = w->type, .n_rows = w->n_rows,
