@@ -1,6 +1,7 @@
 /* bench_kernels.c — CPU kernel micro-benchmarks (figures, not tests): matmul GB/s of
- * weights streamed at decode shape (T = 1) and GFLOP/s at prefill shape (T = 512) for
- * every weight type, and paged attention, at each dispatch level (or the one forced
+ * weights streamed at decode shape (T = 1), GFLOP/s at a decode batch of 16 (T = 16,
+ * weights from DRAM as in a serving step) and at prefill shape (T = 512) for every
+ * weight type, and paged attention, at each dispatch level (or the one forced
  * by INFERD_CPU). Shapes are the ~1B Llama's (dim 2048, FFN 8192).
  *
  * usage: bench_kernels [-t threads] [-l scalar|avx2|avx512] [-q (quick: fewer reps)] */
@@ -94,7 +95,8 @@ int main(int argc, char **argv) {
         ops_ctx_reserve(c, TP, K, 4096, 4);
         printf("level %s, %d threads — matmul %lld x %lld\n", cpu_level_name((cpu_level)level),
                ops_ctx_n_threads(c), (long long)ROWS, (long long)K);
-        printf("  %-5s %12s %12s %14s\n", "type", "T=1 GB/s", "T=1 us", "T=512 GFLOP/s");
+        printf("  %-5s %12s %12s %14s %14s\n", "type", "T=1 GB/s", "T=1 us", "T=16 GFLOP/s",
+               "T=512 GFLOP/s");
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
             wmat w[COPIES];
             const double bytes = (double)quant_row_bytes(types[ti], K) * ROWS;
@@ -105,9 +107,12 @@ int main(int argc, char **argv) {
                 if (ops_ctx_prepare_weights(c, &w[m]) != IFD_OK) return 1;
             }
             const double t1 = bench_matmul(c, w, n, x, out, 1, quick ? 3 : 10) / n;
+            /* a decode step of 16 sequences: weights from DRAM as at T = 1 */
+            const double t16 = bench_matmul(c, w, n, x, out, 16, quick ? 2 : 5) / n;
             const double tp = bench_matmul(c, w, 1, x, out, TP, quick ? 1 : 3);
-            printf("  %-5s %12.1f %12.0f %14.1f\n", ggml_type_get(types[ti])->name, bytes / t1 / 1e9,
-                   t1 * 1e6, 2.0 * ROWS * K * TP / tp / 1e9);
+            printf("  %-5s %12.1f %12.0f %14.1f %14.1f\n", ggml_type_get(types[ti])->name,
+                   bytes / t1 / 1e9, t1 * 1e6, 2.0 * ROWS * K * 16 / t16 / 1e9,
+                   2.0 * ROWS * K * TP / tp / 1e9);
             ops_ctx_drop_weights(c);
             for (int m = 0; m < n; m++) free((void *)w[m].data);
         }

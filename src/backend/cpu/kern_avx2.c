@@ -386,7 +386,7 @@ K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 
 #define P2_NR 8
 #define P2_NT 5  /* tokens per tile, Q4_0 / Q8_0 */
-#define P2_PF 4096 /* decode prefetch distance, bytes */
+#define P2_PF 4096 /* prefetch distance of a group's first token tile, bytes */
 #define P2_KNT 6 /* Q4_K */
 
 AI size_t p2_qb(ggml_type t) {
@@ -444,7 +444,7 @@ AI __m256i bc32(const uint8_t *p) {
 
 /* One 8-row group x NT tokens, Q4_0 / Q8_0. */
 AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
-                   int64_t nb, float *out, size_t os) {
+                   int64_t nb, float *out, size_t os, int pf) {
     const size_t QB = p2_qb(t), PB = p2_pb(t);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     __m256 acc[P2_NT];
@@ -454,7 +454,7 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
         const uint8_t *pb = grp + (size_t)(b >> 1) * PB;
         const int h = (int)(b & 1);
         const uint8_t *q = pb + 32 + h * QB;
-        if (NT == 1) /* decode: the weight stream ahead (a hint, no effect on results) */
+        if (pf) /* a group's first token tile streams it from DRAM: fetch ahead (a hint) */
             for (size_t l = 0; l < QB; l += 64) _mm_prefetch((const char *)q + P2_PF + l, _MM_HINT_T0);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * h)));
         if (t == GGML_TYPE_Q4_0) {
@@ -513,9 +513,9 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
             float *og = out + (size_t)g * P2_NR;                                               \
             int32_t j = 0;                                                                     \
             for (; j + P2_NT <= nt; j += P2_NT)                                                \
-                p2_a8_body(P2_NT, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os); \
+                p2_a8_body(P2_NT, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os, j == 0); \
             for (; j < nt; j++)                                                                \
-                p2_a8_body(1, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os); \
+                p2_a8_body(1, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os, j == 0); \
         }                                                                                      \
     }
 P2_GEMM(p2_gemm_q4_0, GGML_TYPE_Q4_0)
@@ -559,14 +559,14 @@ AI __m256 u8x8_ps(const uint8_t *p) {
 
 /* One 8-row group x NT tokens, Q4_K. */
 AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
-                    float *out, size_t os) {
+                    float *out, size_t os, int pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     __m256 acc[P2_KNT];
     UNROLL
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *sb = grp + (size_t)s * P2_KSB;
-        if (NT == 1)
+        if (pf)
             for (int l = 0; l < P2_KSB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
         for (int k = 0; k < 8; k++) {
@@ -613,8 +613,8 @@ static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
         float *og = out + (size_t)g * P2_NR;
         int32_t j = 0;
         for (; j + P2_KNT <= nt; j += P2_KNT)
-            p2_q4k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
-        for (; j < nt; j++) p2_q4k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+            p2_q4k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        for (; j < nt; j++) p2_q4k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
     }
 }
 
@@ -673,14 +673,14 @@ AI __m256 i8x8_ps(const uint8_t *p) {
 
 /* One 8-row group x NT tokens, Q6_K. */
 AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
-                    float *out, size_t os) {
+                    float *out, size_t os, int pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
     __m256 acc[P2_6NT];
     UNROLL
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *sb = grp + (size_t)s * P2_6SB;
-        if (NT == 1)
+        if (pf)
             for (int l = 0; l < P2_6SB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
         for (int c = 0; c < 4; c++) {
@@ -735,8 +735,8 @@ static void p2_gemm_q6_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
         float *og = out + (size_t)g * P2_NR;
         int32_t j = 0;
         for (; j + P2_6NT <= nt; j += P2_6NT)
-            p2_q6k_body(P2_6NT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
-        for (; j < nt; j++) p2_q6k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os);
+            p2_q6k_body(P2_6NT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        for (; j < nt; j++) p2_q6k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
     }
 }
 

@@ -399,6 +399,8 @@ KERN_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, K / QK_K)
 #define PK_NT 8   /* tokens per tile, Q8_0 / Q4_0 */
 #define PK_KNT 6  /* Q4_K */
 #define PK_KSB 2368
+/* prefetch distance (bytes) of a group's first token tile, which streams it from DRAM */
+#define PK_PF 4096
 
 AI size_t pk_qb(ggml_type t) {
     return t == GGML_TYPE_Q4_0 ? 256 : 512;
@@ -477,7 +479,7 @@ static void pk_pack_q4_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
 
 /* One 16-row group x NT tokens, Q8_0 / Q4_0: out[j * os + i]. */
 AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
-                   int64_t nb, float *out, size_t os) {
+                   int64_t nb, float *out, size_t os, int pf) {
     const int64_t np = (nb + 1) / 2;
     const size_t QB = pk_qb(t), PB = pk_pb(t);
     const float *da[PK_NT];
@@ -495,6 +497,8 @@ AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
         const int h = (int)(b & 1);
         const uint8_t *q = pb + 64 + h * QB;
         const size_t aoff = (size_t)(b >> 1) * sizeof(a8_pair) + 32 * (size_t)h;
+        if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
+            for (size_t l = 0; l < QB; l += 64) _mm_prefetch((const char *)q + PK_PF + l, _MM_HINT_T0);
         __m512i ia[PK_NT];
         for (int j = 0; j < NT; j++) ia[j] = _mm512_set1_epi32(bo[j][b]);
         if (t == GGML_TYPE_Q4_0) {
@@ -526,7 +530,7 @@ AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
 
 /* One 16-row group x NT tokens, Q4_K. */
 AI void pk_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
-                    float *out, size_t os) {
+                    float *out, size_t os, int pf) {
     const int64_t np = 4 * nsb;
     const float *da[PK_KNT], *ds[PK_KNT];
     __m512 acc[PK_KNT];
@@ -545,6 +549,8 @@ AI void pk_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
             for (int j = 0; j < NT; j++) i0[j] = i1[j] = _mm512_setzero_si512();
             const uint8_t *q = sb + 320 + 512 * c;
             const size_t aoff = (size_t)(4 * s + c) * sizeof(a8_pair);
+            if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
+                for (int l = 0; l < 8; l++) _mm_prefetch((const char *)q + PK_PF + 64 * l, _MM_HINT_T0);
             for (int g = 0; g < 8; g++) {
                 const __m512i v = _mm512_load_si512(q + 64 * g);
                 const __m512i lo = _mm512_and_si512(v, m4);
@@ -586,16 +592,17 @@ AI void pk_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
             float *og = out + (size_t)g * PK_NR;                                               \
             int32_t j = 0;                                                                     \
             for (; j + (NTILE) <= nt; j += (NTILE))                                            \
-                BODY_NT(gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os);              \
-            for (; j < nt; j++) BODY_1(gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os); \
+                BODY_NT(gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0);      \
+            for (; j < nt; j++)                                                                \
+                BODY_1(gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0);       \
         }                                                                                      \
     }
-#define PK_Q8_NT(g, a, as, K, o, os) pk_a8_body(PK_NT, GGML_TYPE_Q8_0, g, a, as, (K) / 32, o, os)
-#define PK_Q8_1(g, a, as, K, o, os) pk_a8_body(1, GGML_TYPE_Q8_0, g, a, as, (K) / 32, o, os)
-#define PK_Q4_NT(g, a, as, K, o, os) pk_a8_body(PK_NT, GGML_TYPE_Q4_0, g, a, as, (K) / 32, o, os)
-#define PK_Q4_1(g, a, as, K, o, os) pk_a8_body(1, GGML_TYPE_Q4_0, g, a, as, (K) / 32, o, os)
-#define PK_Q4K_NT(g, a, as, K, o, os) pk_q4k_body(PK_KNT, g, a, as, (K) / QK_K, o, os)
-#define PK_Q4K_1(g, a, as, K, o, os) pk_q4k_body(1, g, a, as, (K) / QK_K, o, os)
+#define PK_Q8_NT(g, a, as, K, o, os, pf) pk_a8_body(PK_NT, GGML_TYPE_Q8_0, g, a, as, (K) / 32, o, os, pf)
+#define PK_Q8_1(g, a, as, K, o, os, pf) pk_a8_body(1, GGML_TYPE_Q8_0, g, a, as, (K) / 32, o, os, pf)
+#define PK_Q4_NT(g, a, as, K, o, os, pf) pk_a8_body(PK_NT, GGML_TYPE_Q4_0, g, a, as, (K) / 32, o, os, pf)
+#define PK_Q4_1(g, a, as, K, o, os, pf) pk_a8_body(1, GGML_TYPE_Q4_0, g, a, as, (K) / 32, o, os, pf)
+#define PK_Q4K_NT(g, a, as, K, o, os, pf) pk_q4k_body(PK_KNT, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q4K_1(g, a, as, K, o, os, pf) pk_q4k_body(1, g, a, as, (K) / QK_K, o, os, pf)
 PK_GEMM(pk_gemm_q8_0, PK_Q8_NT, PK_Q8_1, PK_NT)
 PK_GEMM(pk_gemm_q4_0, PK_Q4_NT, PK_Q4_1, PK_NT)
 PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_1, PK_KNT)
@@ -608,9 +615,6 @@ PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_1, PK_KNT)
  * vs 210. Values unsigned 0..63; the -32 offset per 16 elements rides in the
  * activation's bias (as the unpacked kernel). */
 #define PK_6NT 4
-#ifndef PK_PF
-#define PK_PF 4096
-#endif
 #define PK_6SB 3392
 
 static size_t pk_gb_q6_K(int64_t K) {
@@ -653,7 +657,7 @@ static void pk_pack_q6_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
 
 /* One 16-row group x NT tokens, Q6_K. */
 AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
-                    float *out, size_t os) {
+                    float *out, size_t os, int pf) {
     const int64_t np = 4 * nsb;
     const float *da[PK_6NT];
     __m512 acc[PK_6NT];
@@ -668,7 +672,7 @@ AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
         for (int c = 0; c < 4; c++) {
             const uint8_t *ch = sb + 320 + 768 * c;
             const size_t aoff = (size_t)(4 * s + c) * sizeof(a8_pair);
-            if (NT == 1) /* decode streams the groups: fetch ahead */
+            if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
                 for (int l = 0; l < 12; l++) _mm_prefetch((const char *)ch + PK_PF + 64 * l, _MM_HINT_T0);
             __m512i ia[4][PK_6NT]; /* scale groups 4c .. 4c+3 */
             for (int j = 0; j < NT; j++) {
@@ -702,8 +706,8 @@ AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
     }
     for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
 }
-#define PK_Q6K_NT(g, a, as, K, o, os) pk_q6k_body(PK_6NT, g, a, as, (K) / QK_K, o, os)
-#define PK_Q6K_1(g, a, as, K, o, os) pk_q6k_body(1, g, a, as, (K) / QK_K, o, os)
+#define PK_Q6K_NT(g, a, as, K, o, os, pf) pk_q6k_body(PK_6NT, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q6K_1(g, a, as, K, o, os, pf) pk_q6k_body(1, g, a, as, (K) / QK_K, o, os, pf)
 PK_GEMM(pk_gemm_q6_K, PK_Q6K_NT, PK_Q6K_1, PK_6NT)
 
 /* ---- float paths ----------------------------------------------------------------------- */
