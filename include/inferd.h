@@ -78,6 +78,11 @@ typedef struct inferd_engine_options {
                                        with decodes is sized from the backend's measured
                                        cost per token to take at most this long (0 = off:
                                        only max_num_batched_tokens bounds it) */
+    double max_prefill_stall_ms;    /* prefill bursts: when prompts wait, decoding may pause
+                                       for up to this long so they run at the full prefill
+                                       rate; each sequence at most once per 128 of its
+                                       tokens, so at most 1 gap in 128 is long (0 = never:
+                                       prompts only share mixed steps) */
     int32_t max_model_len;          /* 0 = the model's context length */
     bool enable_prefix_caching;     /* default true */
     bool reference_kernels;         /* CPU: plain C reference kernels (slow; for tests) */

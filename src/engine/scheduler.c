@@ -87,7 +87,7 @@ static void q_insert_waiting(sched_queue *q, sched_seq *s, bool preempted) {
 int sched_init(sched *s, const sched_config *cfg, kv_cache *kv) {
     memset(s, 0, sizeof *s);
     if (!kv || cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 ||
-        cfg->min_prefill_tokens < 0)
+        cfg->min_prefill_tokens < 0 || cfg->stall_every < 0)
         return IFD_ERR_INVALID;
     s->cfg = *cfg;
     if (s->cfg.max_logits < s->cfg.max_num_seqs) s->cfg.max_logits = s->cfg.max_num_seqs;
@@ -228,6 +228,7 @@ static void plan_decodes(sched *s) {
         kv_alloc_slots(s->kv, &q->kv, 1);
         plan_add(s, q, 1);
         p->n_decodes++;
+        if (q->decodes_since_stall < INT32_MAX) q->decodes_since_stall++;
     }
 }
 
@@ -254,6 +255,8 @@ static void plan_admissions(sched *s) {
             if (kv_seq_init(s->kv, &q->kv)) break;
             q->kv_ready = true;
         }
+        if (!q->admitted_once) /* outside a burst it may be paused by the next one */
+            q->decodes_since_stall = s->burst_left > 0 ? 0 : s->cfg.stall_every;
         if (q->n_computed == 0 && q->kv.n_blocks == 0 && !q->all_prompt_logits) {
             const int32_t hit = kv_match_prefix(s->kv, &q->kv, q->tokens, q->n_tokens);
             q->n_computed = hit;
@@ -278,10 +281,58 @@ static void plan_admissions(sched *s) {
     IFD_ASSERT(s->running.n <= s->cfg.max_num_seqs);
 }
 
+void sched_set_burst(sched *s, int32_t tokens) { s->burst_budget = IFD_MAX(tokens, 0); }
+
+/* A prompt is still to be fed: a running sequence with more than one token to feed, or
+ * a waiting one with a seat for it. */
+static bool prefill_pending(const sched *s) {
+    for (const sched_seq *q = s->running.head; q; q = q->next)
+        if (q->n_tokens - q->n_computed > 1) return true;
+    return s->waiting.head && s->running.n < s->cfg.max_num_seqs;
+}
+
+/* Decodes are running and every one of them may be paused now. */
+static bool burst_may_start(const sched *s) {
+    bool any = false;
+    for (const sched_seq *q = s->running.head; q; q = q->next) {
+        if (q->n_tokens - q->n_computed != 1) continue;
+        if (q->decodes_since_stall < s->cfg.stall_every) return false;
+        any = true;
+    }
+    return any;
+}
+
+/* Plan a step of a prefill burst (no decodes, the full budget) if one is under way or
+ * may start; false: plan a normal step. */
+static bool schedule_burst(sched *s) {
+    sched_plan *p = &s->plan;
+    if (s->cfg.stall_every <= 0 || !prefill_pending(s)) {
+        s->burst_left = 0;
+        return false;
+    }
+    if (s->burst_left <= 0) {
+        if (s->burst_budget <= 0 || !burst_may_start(s)) return false;
+        s->burst_left = s->burst_budget;
+        for (sched_seq *q = s->running.head; q; q = q->next) q->decodes_since_stall = 0;
+        s->n_bursts++;
+    }
+    p->budget = IFD_MIN(s->cfg.max_num_batched_tokens, s->burst_left);
+    plan_running_prefills(s);
+    plan_admissions(s);
+    if (p->n_seqs == 0) { /* nothing plannable: no burst */
+        s->burst_left = 0;
+        return false;
+    }
+    s->burst_left -= p->n_tokens;
+    return true;
+}
+
 static void schedule_once(sched *s, int32_t mixed_budget) {
     sched_plan *p = &s->plan;
     const int32_t hard = s->cfg.max_num_batched_tokens;
     p->n_seqs = p->n_tokens = p->n_logits = p->n_decodes = 0;
+    p->budget = hard;
+    if (schedule_burst(s)) return;
     p->budget = hard;
     plan_decodes(s);
     if (p->n_decodes > 0 && mixed_budget > 0) {

@@ -57,6 +57,7 @@ struct sched_seq {
      * for the last row only. */
     bool all_prompt_logits;
     bool admitted_once;     /* cached_tokens set from its first admission */
+    int32_t decodes_since_stall; /* decodes fed since a prefill burst last paused it */
     int32_t cached_tokens;  /* prefix-cache hit at its first admission */
     sched_seq *fork_list;   /* parent: pending children (SCHED_FORK_PENDING), in order */
     sched_seq *fork_next;   /* child: next on its parent's fork list */
@@ -95,6 +96,8 @@ typedef struct sched_config {
     int32_t max_logits;             /* logits rows per step, >= max_num_seqs */
     int32_t min_prefill_tokens;     /* prefill tokens a mixed step may always take, so a
                                        prompt progresses however slow the decodes are */
+    int32_t stall_every;            /* prefill bursts: a running sequence is paused by one
+                                       at most once per this many decodes (0: no bursts) */
 } sched_config;
 
 typedef struct sched {
@@ -103,6 +106,9 @@ typedef struct sched {
     sched_queue waiting, running, stuck;
     uint64_t admit_counter;
     uint64_t n_preemptions;
+    uint64_t n_bursts;
+    int32_t burst_budget;           /* tokens a new prefill burst may take (sched_set_burst) */
+    int32_t burst_left;             /* tokens left to the burst under way (0: none) */
     sched_plan plan;
 } sched;
 
@@ -128,6 +134,18 @@ void sched_add_fork(sched_seq *parent, sched_seq *child);
  * priority band in the waiting queue, its blocks freed). Returns the plan, valid until
  * the next call; it is empty only when nothing is live (check sched_next_stuck). */
 const sched_plan *sched_schedule(sched *s, int32_t mixed_budget);
+
+/* Prefill bursts (cfg.stall_every > 0): when prompts wait and every running decode has
+ * fed stall_every decodes since its last pause (a sequence admitted outside a burst
+ * starts with that credit), steps plan no decodes and give their whole
+ * max_num_batched_tokens to prefill, until the prompts are done or `tokens` prefill
+ * tokens have run (the caller derives it from a time bound, each step). Each running
+ * sequence is paused once per burst, so at most one of its stall_every inter-token gaps
+ * is long: the p99 of the gaps stays the mixed steps' bound (max_step_ms) while a
+ * backlog of prompts drains at the full prefill rate instead of at what a mixed step
+ * leaves. A burst that can plan nothing (no seat, no blocks) gives way to a normal
+ * step. tokens <= 0: no new burst. */
+void sched_set_burst(sched *s, int32_t tokens);
 
 /* After the step: n_accepted of q's n_scheduled fed tokens are final (all of them,
  * except after a speculative verification). n_computed advances, the newly full

@@ -74,6 +74,9 @@ static const cfg_opt OPTS[] = {
     {"max-step-ms", NULL, E, CFG_FLOAT, O(max_step_ms), "100", 0, 600000, NULL,
      false, "a step that mixes prefill with decodes is sized to take at most this long (decode "
             "stall bound, from the measured cost per token; 0 = only max-num-batched-tokens)"},
+    {"max-prefill-stall-ms", NULL, E, CFG_FLOAT, O(max_prefill_stall_ms), "0", 0, 600000, NULL,
+     false, "when prompts wait, decoding may pause up to this long so they prefill at full "
+            "rate; a sequence at most once per 128 of its tokens (0 = never)"},
     {"device", NULL, E, CFG_ENUM, O(device), "auto", 0, 0, "auto|cuda|cpu|emu", false,
      "where the model runs: auto = CUDA when a GPU is present, else the CPU; emu = the CUDA "
      "backend with its kernels under the CPU's SIMT emulation (tests)"},
@@ -447,6 +450,7 @@ void config_engine_options(const server_config *c, inferd_engine_options *o) {
     o->max_num_seqs = (int32_t)c->max_num_seqs;
     o->max_num_batched_tokens = (int32_t)c->max_num_batched_tokens;
     o->max_step_ms = c->max_step_ms;
+    o->max_prefill_stall_ms = c->max_prefill_stall_ms;
     o->max_model_len = (int32_t)c->max_model_len;
     o->enable_prefix_caching = c->enable_prefix_caching;
     o->reference_kernels = c->reference_kernels;

@@ -85,6 +85,7 @@ typedef struct server_config {
     int64_t max_num_seqs;
     int64_t max_num_batched_tokens;
     double max_step_ms;
+    double max_prefill_stall_ms;
     int64_t kv_cache_memory; /* bytes; 0 = kv_cache_fraction */
     double kv_cache_fraction;
     int64_t block_size;

@@ -9,8 +9,9 @@
  * Cases: decode-first ordering, the token budget, chunking of a long prompt,
  * preemption victim choice (most recently admitted), priority ordering, max_num_seqs
  * with forks (n > 1), the time budget (mixed steps vs prefill-only steps) and the cost
- * model, prompt-logprob rows (every prompt token, within max_logits, no prefix hit),
- * and giving up on a sequence the pool cannot hold. */
+ * model, prefill bursts (decodes paused at most once per stall_every decodes),
+ * prompt-logprob rows (every prompt token, within max_logits, no prefix hit), and
+ * giving up on a sequence the pool cannot hold. */
 #include "engine/kv_cache.h"
 #include "engine/scheduler.h"
 #include "test_util.h"
@@ -398,6 +399,79 @@ static void test_time_budget(void) {
     world_deinit(&w, f, 5);
 }
 
+/* Prefill bursts: with prompts waiting and every decode holding its credit, a step
+ * plans no decodes and the burst's tokens go to prefill; then the decodes resume (mixed
+ * steps) and no new burst starts before each has fed stall_every decodes; a sequence
+ * admitted inside a burst starts without credit; a burst that has no seat to offer
+ * gives way to a normal step. */
+static void test_prefill_burst(void) {
+    world w;
+    CHECK(world_init(&w, 256, 16, 8, 256, 8, true));
+    w.s.cfg.stall_every = 8;
+    sched_set_burst(&w.s, 100);
+    static fseq f[8];
+    for (int i = 0; i < 4; i++) {
+        fseq_init(&f[i], 2, 0, (uint64_t)i, 90u + (uint32_t)i, 100);
+        sched_add(&w.s, &f[i].ss);
+    }
+    const sched_plan *p = sched_schedule(&w.s, 10);
+    /* no decodes yet: an ordinary full-cap step, not a burst */
+    CHECK(p->n_decodes == 0 && p->budget == 256 && w.s.n_bursts == 0);
+    fake_forward(&w, p);
+    fake_post(&w, p);
+    for (int i = 0; i < 4; i++) CHECK(f[i].ss.decodes_since_stall == 8);
+    fseq_init(&f[4], 300, 0, 4, 97, 2);
+    sched_add(&w.s, &f[4].ss);
+    p = sched_schedule(&w.s, 10);
+    /* a burst: no decodes, its 100 tokens to the prompt */
+    CHECK(w.s.n_bursts == 1 && p->n_decodes == 0 && p->n_seqs == 1 && p->n_tokens == 100);
+    for (int i = 0; i < 4; i++) CHECK(f[i].ss.decodes_since_stall == 0);
+    fake_forward(&w, p);
+    fake_post(&w, p);
+    /* the burst is spent: mixed steps (4 decodes + 6), no new burst for 8 decodes */
+    for (int k = 0; k < 8; k++) {
+        p = sched_schedule(&w.s, 10);
+        CHECK(p->n_decodes == 4 && p->n_tokens == 10 && w.s.n_bursts == 1);
+        fake_forward(&w, p);
+        fake_post(&w, p);
+    }
+    /* a second burst; a sequence admitted inside it starts without credit */
+    fseq_init(&f[5], 2, 0, 5, 98, 30);
+    sched_add(&w.s, &f[5].ss);
+    sched_set_burst(&w.s, 200);
+    p = sched_schedule(&w.s, 10);
+    /* the prompt's last 152 tokens and the new one's 2 */
+    CHECK(w.s.n_bursts == 2 && p->n_decodes == 0 && p->n_tokens == 154 && p->n_seqs == 2);
+    CHECK(f[5].ss.status == SCHED_RUNNING && f[5].ss.decodes_since_stall == 0);
+    fake_forward(&w, p);
+    fake_post(&w, p);
+    CHECK(run_all(&w, 10, 10000) > 0);
+    for (int i = 0; i < 6; i++) CHECK(f[i].done);
+    CHECK(w.s.n_bursts == 2); /* nothing waited again while every decode had credit */
+    world_deinit(&w, f, 6);
+
+    /* every seat taken: the waiting prompt cannot start, so no burst and no empty step */
+    CHECK(world_init(&w, 256, 16, 4, 256, 4, true));
+    w.s.cfg.stall_every = 8;
+    sched_set_burst(&w.s, 100);
+    for (int i = 0; i < 4; i++) {
+        fseq_init(&f[i], 2, 0, (uint64_t)i, 60u + (uint32_t)i, 20);
+        sched_add(&w.s, &f[i].ss);
+    }
+    p = sched_schedule(&w.s, 10);
+    fake_forward(&w, p);
+    fake_post(&w, p);
+    fseq_init(&f[4], 50, 0, 4, 61, 5);
+    sched_add(&w.s, &f[4].ss);
+    p = sched_schedule(&w.s, 10);
+    CHECK(p->n_decodes == 4 && w.s.n_bursts == 0);
+    fake_forward(&w, p);
+    fake_post(&w, p);
+    CHECK(run_all(&w, 10, 10000) > 0);
+    for (int i = 0; i < 5; i++) CHECK(f[i].done);
+    world_deinit(&w, f, 5);
+}
+
 static void test_cost_model(void) {
     sched_cost c;
     sched_cost_init(&c);
@@ -480,6 +554,6 @@ static void test_stuck(void) {
     world_deinit(&w, f, 2);
 }
 
-TEST_MAIN(T(test_decode_first), T(test_chunking), T(test_token_budget_random),
+TEST_MAIN(T(test_decode_first), T(test_prefill_burst), T(test_chunking), T(test_token_budget_random),
           T(test_preemption_victim), T(test_priority_order), T(test_forks_max_num_seqs),
           T(test_time_budget), T(test_cost_model), T(test_prompt_logits_rows), T(test_stuck))
