@@ -60,6 +60,12 @@ foreach(src ${INFERD_UNIT_TESTS})
   set_tests_properties(${name} PROPERTIES LABELS ${_label} SKIP_RETURN_CODE 77)
 endforeach()
 
+# quant_tool: inferd's reference quant kernels on raw files, for the gguf.quants
+# cross-check (tests/python/test_quant_types.py finds it next to the inferd binary).
+add_executable(quant_tool ${CMAKE_SOURCE_DIR}/tests/tools/quant_tool.c)
+target_link_libraries(quant_tool PRIVATE ifd_model)
+set_target_properties(quant_tool PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+
 # inferd_add_asan_test(NAME SRC...): one more test executable built from SRC with
 # ASan+UBSan (the checks of INFERD_UBSAN in CMakeLists.txt; leak checks on), so
 # sanitizer-backed tests run in every normal ctest run. Skipped with a message where

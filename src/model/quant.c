@@ -1,5 +1,5 @@
 /* quant.c — the traits table of the weight types inferd computes with (F32, F16, BF16,
- * Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) and their reference (plain C) dequantization, dot
+ * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) and their reference (plain C) dequantization, dot
  * products and quantizers. Fixed accumulation order: block by block, element by
  * element, in f32. Thread-safe. */
 #include "quant.h"
@@ -218,6 +218,129 @@ static void deq_block_q6_K(const uint8_t *blk, float *y) {
     }
 }
 
+static void deq_block_q4_1(const uint8_t *blk, float *y) {
+    block_q4_1 b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d), m = ifd_fp16_to_f32(b.m);
+    for (int j = 0; j < QK4_0 / 2; j++) {
+        y[j] = d * (float)(b.qs[j] & 0xF) + m;
+        y[j + QK4_0 / 2] = d * (float)(b.qs[j] >> 4) + m;
+    }
+}
+
+static void deq_block_q5_1(const uint8_t *blk, float *y) {
+    block_q5_1 b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d), m = ifd_fp16_to_f32(b.m);
+    uint32_t qh;
+    memcpy(&qh, b.qh, 4);
+    for (int j = 0; j < QK4_0 / 2; j++) {
+        const unsigned lo = (b.qs[j] & 0xFu) | (((qh >> j) & 1u) << 4);
+        const unsigned hi = (b.qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4);
+        y[j] = d * (float)lo + m;
+        y[j + QK4_0 / 2] = d * (float)hi + m;
+    }
+}
+
+const int8_t quant_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                       1,    13,   25,  38,  53,  69,  89,  113};
+
+static void deq_block_iq4_nl(const uint8_t *blk, float *y) {
+    block_iq4_nl b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d);
+    for (int j = 0; j < QK4_0 / 2; j++) {
+        y[j] = d * (float)quant_iq4nl_values[b.qs[j] & 0xF];
+        y[j + QK4_0 / 2] = d * (float)quant_iq4nl_values[b.qs[j] >> 4];
+    }
+}
+
+/* Q2_K: 16 groups of 16; group g's 2-bit quants sit in byte (g/8)*32 + (g%2)*16 + l,
+ * at bit shift 2*((g/2)%4): each 32-byte half of qs holds 128 elements, four shifts. */
+static void deq_block_q2_K(const uint8_t *blk, float *y) {
+    block_q2_K b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d), dmin = ifd_fp16_to_f32(b.dmin);
+    const uint8_t *q = b.qs;
+    int is = 0;
+    for (int n = 0; n < QK_K; n += 128) {
+        for (int shift = 0; shift < 8; shift += 2) {
+            for (int h = 0; h < 2; h++) {
+                const uint8_t sc = b.scales[is++];
+                const float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
+                for (int l = 0; l < 16; l++) *y++ = dl * (float)((q[16 * h + l] >> shift) & 3) - ml;
+            }
+        }
+        q += 32;
+    }
+}
+
+/* Q3_K's 16 six-bit scales: low nibbles in bytes 0..7 (scale j: byte j%8, nibble j/8),
+ * high 2 bits in bytes 8..11 (scale j: byte 8 + j%4, bits 2*(j/4)); stored + 32. */
+static int q3_K_scale(const uint8_t *sc, int j) {
+    const int lo = (sc[j % 8] >> (4 * (j / 8))) & 0xF;
+    const int hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+static void deq_block_q3_K(const uint8_t *blk, float *y) {
+    block_q3_K b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d);
+    const uint8_t *q = b.qs;
+    int is = 0;
+    unsigned mask = 1;
+    for (int n = 0; n < QK_K; n += 128) {
+        for (int shift = 0; shift < 8; shift += 2) {
+            for (int h = 0; h < 2; h++) {
+                const float dl = d * (float)q3_K_scale(b.scales, is++);
+                for (int l = 16 * h; l < 16 * h + 16; l++) {
+                    const int v = ((q[l] >> shift) & 3) - ((b.hmask[l] & mask) ? 0 : 4);
+                    *y++ = dl * (float)v;
+                }
+            }
+            mask <<= 1;
+        }
+        q += 32;
+    }
+}
+
+static void deq_block_q5_K(const uint8_t *blk, float *y) {
+    block_q5_K b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d), dmin = ifd_fp16_to_f32(b.dmin);
+    const uint8_t *ql = b.qs;
+    unsigned u1 = 1, u2 = 2;
+    for (int j = 0, is = 0; j < QK_K; j += 64, is += 2) {
+        uint8_t sc, m;
+        quant_q4_K_scale_min(is, b.scales, &sc, &m);
+        const float d1 = d * sc, m1 = dmin * m;
+        quant_q4_K_scale_min(is + 1, b.scales, &sc, &m);
+        const float d2 = d * sc, m2 = dmin * m;
+        for (int l = 0; l < 32; l++) *y++ = d1 * (float)((ql[l] & 0xF) + ((b.qh[l] & u1) ? 16 : 0)) - m1;
+        for (int l = 0; l < 32; l++) *y++ = d2 * (float)((ql[l] >> 4) + ((b.qh[l] & u2) ? 16 : 0)) - m2;
+        ql += 32;
+        u1 <<= 2;
+        u2 <<= 2;
+    }
+}
+
+static void deq_block_iq4_xs(const uint8_t *blk, float *y) {
+    block_iq4_xs b;
+    memcpy(&b, blk, sizeof b);
+    const float d = ifd_fp16_to_f32(b.d);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const int ls = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4);
+        const float dl = d * (float)(ls - 32);
+        const uint8_t *qs = b.qs + 16 * ib;
+        for (int j = 0; j < 16; j++) {
+            y[j] = dl * (float)quant_iq4nl_values[qs[j] & 0xF];
+            y[j + 16] = dl * (float)quant_iq4nl_values[qs[j] >> 4];
+        }
+        y += 32;
+    }
+}
+
 /* Row dequantizer and dot of a block type: block by block; the dot dequantizes a block
  * and accumulates its products into one running f32 sum, in element order. */
 #define BLOCK_ROW_FNS(name, BS, BB)                                                           \
@@ -238,7 +361,14 @@ static void deq_block_q6_K(const uint8_t *blk, float *y) {
 BLOCK_ROW_FNS(q8_0, QK8_0, sizeof(block_q8_0))
 BLOCK_ROW_FNS(q4_0, QK4_0, sizeof(block_q4_0))
 BLOCK_ROW_FNS(q5_0, QK4_0, sizeof(block_q5_0))
+BLOCK_ROW_FNS(q4_1, QK4_0, sizeof(block_q4_1))
+BLOCK_ROW_FNS(q5_1, QK4_0, sizeof(block_q5_1))
+BLOCK_ROW_FNS(iq4_nl, QK4_0, sizeof(block_iq4_nl))
+BLOCK_ROW_FNS(q2_K, QK_K, sizeof(block_q2_K))
+BLOCK_ROW_FNS(q3_K, QK_K, sizeof(block_q3_K))
 BLOCK_ROW_FNS(q4_K, QK_K, sizeof(block_q4_K))
+BLOCK_ROW_FNS(q5_K, QK_K, sizeof(block_q5_K))
+BLOCK_ROW_FNS(iq4_xs, QK_K, sizeof(block_iq4_xs))
 BLOCK_ROW_FNS(q6_K, QK_K, sizeof(block_q6_K))
 
 static void quant_row_q8_0(const float *x, void *row, int64_t n) {
@@ -247,6 +377,18 @@ static void quant_row_q8_0(const float *x, void *row, int64_t n) {
 static void quant_row_q4_0(const float *x, void *row, int64_t n) {
     quant_quantize_row_q4_0(x, row, n);
 }
+static void quant_row_q4_1(const float *x, void *row, int64_t n) {
+    quant_quantize_row_q4_1(x, row, n);
+}
+static void quant_row_q5_0(const float *x, void *row, int64_t n) {
+    quant_quantize_row_q5_0(x, row, n);
+}
+static void quant_row_q5_1(const float *x, void *row, int64_t n) {
+    quant_quantize_row_q5_1(x, row, n);
+}
+static void quant_row_iq4_nl(const float *x, void *row, int64_t n) {
+    quant_quantize_row_iq4_nl(x, row, n);
+}
 
 /* ---- the traits table ------------------------------------------------------------------- */
 
@@ -254,6 +396,12 @@ static void quant_row_q4_0(const float *x, void *row, int64_t n) {
     [GGML_TYPE_##T] = {.type = GGML_TYPE_##T, .name = #T, .block_size = 1, .block_bytes = bytes, \
                        .dequantize_row = deq_row_##n, .dot = dot_##n, .quantize_row = quant_row_##n, \
                        .act = QUANT_ACT_F32}
+
+/* A block type computed by its reference kernels only (act F32). */
+#define REF_TYPE(T, n, bs, quant)                                                             \
+    [GGML_TYPE_##T] = {.type = GGML_TYPE_##T, .name = #T, .block_size = bs,                   \
+                       .block_bytes = sizeof(block_##n), .dequantize_row = deq_row_##n,       \
+                       .dot = dot_##n, .quantize_row = quant, .act = QUANT_ACT_F32}
 
 static const quant_traits TRAITS[GGML_TYPE_COUNT_] = {
     FLOAT_TYPE(F32, f32, 4),
@@ -267,10 +415,15 @@ static const quant_traits TRAITS[GGML_TYPE_COUNT_] = {
                         .block_bytes = sizeof(block_q4_0), .dequantize_row = deq_row_q4_0,
                         .dot = dot_q4_0, .quantize_row = quant_row_q4_0, .act = QUANT_ACT_Q8_32,
                         .q_zero = 8, .q_group = 32},
-    /* no SIMD kernel: the fast path runs the reference dot on f32 rows */
-    [GGML_TYPE_Q5_0] = {.type = GGML_TYPE_Q5_0, .name = "Q5_0", .block_size = QK4_0,
-                        .block_bytes = sizeof(block_q5_0), .dequantize_row = deq_row_q5_0,
-                        .dot = dot_q5_0, .act = QUANT_ACT_F32},
+    /* no SIMD kernel (act F32): the fast path runs the reference dot on f32 rows */
+    REF_TYPE(Q5_0, q5_0, QK4_0, quant_row_q5_0),
+    REF_TYPE(Q4_1, q4_1, QK4_0, quant_row_q4_1),
+    REF_TYPE(Q5_1, q5_1, QK4_0, quant_row_q5_1),
+    REF_TYPE(IQ4_NL, iq4_nl, QK4_0, quant_row_iq4_nl),
+    REF_TYPE(Q2_K, q2_K, QK_K, NULL),
+    REF_TYPE(Q3_K, q3_K, QK_K, NULL),
+    REF_TYPE(Q5_K, q5_K, QK_K, NULL),
+    REF_TYPE(IQ4_XS, iq4_xs, QK_K, NULL),
     [GGML_TYPE_Q4_K] = {.type = GGML_TYPE_Q4_K, .name = "Q4_K", .block_size = QK_K,
                         .block_bytes = sizeof(block_q4_K), .dequantize_row = deq_row_q4_K,
                         .dot = dot_q4_K, .act = QUANT_ACT_Q8_32, .q_group = 32, .q_min = true},
@@ -329,6 +482,106 @@ void quant_quantize_row_q4_0(const float *x, block_q4_0 *out, int64_t n) {
             q0 = q0 > 15 ? 15 : q0;
             q1 = q1 > 15 ? 15 : q1;
             out[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+/* Q4_1 / Q5_1: d = (max - min) / (2^bits - 1), m = min, q = round((x - min) / d)
+ * (ggml's reference: truncation of + 0.5, clamped). */
+static void quant_block_min(const float *xb, int qmax, ifd_fp16 *d16, ifd_fp16 *m16, uint8_t *q) {
+    float mn = xb[0], mx = xb[0];
+    for (int j = 1; j < 32; j++) {
+        mn = fminf(mn, xb[j]);
+        mx = fmaxf(mx, xb[j]);
+    }
+    const float d = (mx - mn) / (float)qmax, id = d ? 1.0f / d : 0.0f;
+    *d16 = ifd_f32_to_fp16(d);
+    *m16 = ifd_f32_to_fp16(mn);
+    for (int j = 0; j < 32; j++) {
+        const int v = (int)((xb[j] - mn) * id + 0.5f);
+        q[j] = (uint8_t)(v < 0 ? 0 : v > qmax ? qmax : v);
+    }
+}
+
+void quant_quantize_row_q4_1(const float *x, block_q4_1 *out, int64_t n) {
+    IFD_ASSERT(n % QK4_0 == 0);
+    for (int64_t b = 0; b < n / QK4_0; b++) {
+        uint8_t q[32];
+        quant_block_min(x + b * QK4_0, 15, &out[b].d, &out[b].m, q);
+        for (int j = 0; j < 16; j++) out[b].qs[j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+    }
+}
+
+void quant_quantize_row_q5_1(const float *x, block_q5_1 *out, int64_t n) {
+    IFD_ASSERT(n % QK4_0 == 0);
+    for (int64_t b = 0; b < n / QK4_0; b++) {
+        uint8_t q[32];
+        quant_block_min(x + b * QK4_0, 31, &out[b].d, &out[b].m, q);
+        uint32_t qh = 0;
+        for (int j = 0; j < 32; j++) qh |= (uint32_t)(q[j] >> 4) << j;
+        for (int j = 0; j < 16; j++) out[b].qs[j] = (uint8_t)((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+        memcpy(out[b].qh, &qh, 4);
+    }
+}
+
+/* Q5_0: d = max / -16 (max: the element of largest magnitude), q = round(x / d) + 16. */
+void quant_quantize_row_q5_0(const float *x, block_q5_0 *out, int64_t n) {
+    IFD_ASSERT(n % QK4_0 == 0);
+    for (int64_t b = 0; b < n / QK4_0; b++) {
+        const float *xb = x + b * QK4_0;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_0; j++)
+            if (fabsf(xb[j]) > amax) {
+                amax = fabsf(xb[j]);
+                max = xb[j];
+            }
+        const float d = max / -16.0f, id = d ? 1.0f / d : 0.0f;
+        out[b].d = ifd_f32_to_fp16(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < QK4_0; j++) {
+            int v = (int)(xb[j] * id + 16.5f);
+            v = v < 0 ? 0 : v > 31 ? 31 : v;
+            qh |= (uint32_t)(v >> 4) << j;
+            if (j < 16)
+                out[b].qs[j] = (uint8_t)(v & 0xF);
+            else
+                out[b].qs[j - 16] |= (uint8_t)((v & 0xF) << 4);
+        }
+        memcpy(out[b].qh, &qh, 4);
+    }
+}
+
+/* IQ4_NL, the simple way: d = max / -127 (so the largest-magnitude element maps to the
+ * table's end), each element the nearest table value. ggml searches scales for a lower
+ * error; this round-to-nearest is the cheap, deterministic reference. */
+void quant_quantize_row_iq4_nl(const float *x, block_iq4_nl *out, int64_t n) {
+    IFD_ASSERT(n % QK4_0 == 0);
+    for (int64_t b = 0; b < n / QK4_0; b++) {
+        const float *xb = x + b * QK4_0;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_0; j++)
+            if (fabsf(xb[j]) > amax) {
+                amax = fabsf(xb[j]);
+                max = xb[j];
+            }
+        const ifd_fp16 d16 = ifd_f32_to_fp16(max / -127.0f);
+        const float d = ifd_fp16_to_f32(d16), id = d ? 1.0f / d : 0.0f;
+        out[b].d = d16;
+        for (int j = 0; j < QK4_0; j++) {
+            const float v = xb[j] * id;
+            int best = 0;
+            float err = fabsf(v - quant_iq4nl_values[0]);
+            for (int k = 1; k < 16; k++) {
+                const float e = fabsf(v - quant_iq4nl_values[k]);
+                if (e < err) {
+                    err = e;
+                    best = k;
+                }
+            }
+            if (j < 16)
+                out[b].qs[j] = (uint8_t)best;
+            else
+                out[b].qs[j - 16] |= (uint8_t)(best << 4);
         }
     }
 }

@@ -39,6 +39,51 @@ typedef struct block_q5_0 {
     uint8_t qs[QK4_0 / 2]; /* low nibbles: elements 0..15, high nibbles: 16..31 */
 } block_q5_0;
 
+typedef struct block_q4_1 {
+    ifd_fp16 d, m;          /* w = d * q + m */
+    uint8_t qs[QK4_0 / 2]; /* low nibbles: elements 0..15, high nibbles: 16..31 */
+} block_q4_1;
+
+typedef struct block_q5_1 {
+    ifd_fp16 d, m;          /* w = d * q + m, q five bits */
+    uint8_t qh[4];
+    uint8_t qs[QK4_0 / 2];
+} block_q5_1;
+
+/* IQ4_NL: 32 four-bit indices into a fixed non-linear table (quant_iq4nl_values), w = d * v. */
+typedef struct block_iq4_nl {
+    ifd_fp16 d;
+    uint8_t qs[QK4_0 / 2];
+} block_iq4_nl;
+extern const int8_t quant_iq4nl_values[16];
+
+typedef struct block_q2_K {
+    uint8_t scales[QK_K / 16]; /* per 16 elements: low nibble scale, high nibble min */
+    uint8_t qs[QK_K / 4];      /* 2-bit quants */
+    ifd_fp16 d, dmin;
+} block_q2_K;
+
+typedef struct block_q3_K {
+    uint8_t hmask[QK_K / 8]; /* third bit (set = no -4 offset) */
+    uint8_t qs[QK_K / 4];    /* low 2 bits */
+    uint8_t scales[12];      /* 16 six-bit scales, packed */
+    ifd_fp16 d;
+} block_q3_K;
+
+typedef struct block_q5_K {
+    ifd_fp16 d, dmin;
+    uint8_t scales[12]; /* as Q4_K */
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+} block_q5_K;
+
+typedef struct block_iq4_xs {
+    ifd_fp16 d;
+    uint16_t scales_h;         /* high 2 bits of the 8 six-bit sub-block scales */
+    uint8_t scales_l[QK_K / 64]; /* low 4 bits */
+    uint8_t qs[QK_K / 2];      /* IQ4_NL table indices, 16 bytes per 32 elements */
+} block_iq4_xs;
+
 typedef struct block_q4_K {
     ifd_fp16 d;
     ifd_fp16 dmin;
@@ -55,6 +100,17 @@ typedef struct block_q6_K {
     int8_t scales[QK_K / 16];
     ifd_fp16 d;
 } block_q6_K;
+
+/* byte-exact ggml layouts (ggml-common.h) */
+#ifdef __cplusplus
+#define QUANT_STATIC_ASSERT static_assert
+#else
+#define QUANT_STATIC_ASSERT _Static_assert
+#endif
+QUANT_STATIC_ASSERT(sizeof(block_q8_0) == 34 && sizeof(block_q4_0) == 18 && sizeof(block_q5_0) == 22, "layout");
+QUANT_STATIC_ASSERT(sizeof(block_q4_1) == 20 && sizeof(block_q5_1) == 24 && sizeof(block_iq4_nl) == 18, "layout");
+QUANT_STATIC_ASSERT(sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110 && sizeof(block_q4_K) == 144, "layout");
+QUANT_STATIC_ASSERT(sizeof(block_q5_K) == 176 && sizeof(block_q6_K) == 210 && sizeof(block_iq4_xs) == 136, "layout");
 
 float ifd_fp16_to_f32(ifd_fp16 h);
 ifd_fp16 ifd_f32_to_fp16(float f);
@@ -102,5 +158,9 @@ float quant_dot_ref(ggml_type t, const void *row, const float *x, int64_t n);
 /* Quantize (reference, round-to-nearest like ggml's reference quantizers). */
 void quant_quantize_row_q8_0(const float *x, block_q8_0 *out, int64_t n);
 void quant_quantize_row_q4_0(const float *x, block_q4_0 *out, int64_t n);
+void quant_quantize_row_q4_1(const float *x, block_q4_1 *out, int64_t n);
+void quant_quantize_row_q5_0(const float *x, block_q5_0 *out, int64_t n);
+void quant_quantize_row_q5_1(const float *x, block_q5_1 *out, int64_t n);
+void quant_quantize_row_iq4_nl(const float *x, block_iq4_nl *out, int64_t n);
 
 #endif

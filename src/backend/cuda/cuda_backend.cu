@@ -660,10 +660,53 @@ static void plan_bytes(const model *m, const backend_config *cfg, size_t *weight
     *acts = a;
 }
 
+/* The weight types kernels/ has matmul and embedding kernels for. The CPU backend
+ * computes more (quant.h's traits: Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS by
+ * reference kernels); a model holding one of those fails create here, by name, before
+ * anything is allocated. */
+static bool type_has_kernels(ggml_type t) {
+    switch ((int)t) {
+    case K_F32: case K_F16: case K_BF16: case K_Q8_0: case K_Q4_0: case K_Q5_0: case K_Q4_K: case K_Q6_K:
+        return true;
+    default: return false;
+    }
+}
+
+static int check_types(const model *m, char *err, size_t err_bytes) {
+    static const char *const LAYER_MATS[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                             "ffn_gate", "ffn_up", "ffn_down"};
+    const wmat *bad = NULL;
+    char name[96] = "";
+    if (!type_has_kernels(m->tok_embd.type)) {
+        bad = &m->tok_embd;
+        snprintf(name, sizeof name, "token_embd.weight");
+    } else if (!type_has_kernels(m->output.type)) {
+        bad = &m->output;
+        snprintf(name, sizeof name, "output.weight");
+    }
+    for (uint32_t l = 0; !bad && l < m->hp.n_layers; l++) {
+        const layer_weights *lw = &m->layers[l];
+        const wmat *ws[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down};
+        for (size_t i = 0; !bad && i < IFD_ARRAY_LEN(ws); i++)
+            if (!type_has_kernels(ws[i]->type)) {
+                bad = ws[i];
+                snprintf(name, sizeof name, "blk.%u.%s.weight", l, LAYER_MATS[i]);
+            }
+    }
+    if (!bad) return IFD_OK;
+    const ggml_type_info *ti = ggml_type_get((uint32_t)bad->type);
+    return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED,
+                    "%s backend: tensor '%s' has type %s, which has no CUDA kernels (the %s backend computes "
+                    "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K and Q6_K; use --device cpu for this model)",
+                    IFD_CUDA_KIND, name, ti ? ti->name : "?", IFD_CUDA_KIND);
+}
+
 /* KV budget: total x utilization, less what other processes use now, the weights and
  * the largest step's activations (vLLM's reading of --gpu-memory-utilization). */
 static int kv_budget(const model *m, const backend_config *cfg, int64_t *kv_bytes, char *err, size_t err_bytes) {
     *kv_bytes = 0;
+    int trc = check_types(m, err, err_bytes);
+    if (trc != IFD_OK) return trc;
     if (dev_count() < 1)
         return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "%s backend: no CUDA device", IFD_CUDA_KIND);
     dev_props p;
@@ -688,6 +731,8 @@ static int create(backend **out, const model *m, const backend_config *cfg, char
     if (cfg->block_size < 1 || cfg->n_blocks < 1 || cfg->max_batch_tokens < 1 || cfg->max_batch_seqs < 1 ||
         cfg->max_logits < 1 || cfg->max_seq_len < 1)
         return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "%s backend: invalid configuration", IFD_CUDA_KIND);
+    int trc = check_types(m, err, err_bytes);
+    if (trc != IFD_OK) return trc;
     if (dev_count() < 1)
         return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "%s backend: no CUDA device", IFD_CUDA_KIND);
     cuda_backend *cb = (cuda_backend *)calloc(1, sizeof *cb);
