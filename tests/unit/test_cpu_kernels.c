@@ -8,8 +8,9 @@
  * logits gives each row bit for bit as forwards asking for that row alone.
  *
  * Tolerances (stated at each check):
- *  - scalar level (and Q5_0 everywhere, no SIMD kernel): the matmul is the reference
- *    dot per element: exactly equal at the scalar level.
+ *  - scalar level (and the types without a SIMD kernel everywhere: Q5_0, Q4_1, Q5_1,
+ *    IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS): the matmul is the reference dot per element:
+ *    exactly equal at the scalar level.
  *  - F32/F16/BF16 at SIMD levels: only
  *    the summation order differs (16 or 8 lanes, then a tree): |err| <= 1e-5 * S where
  *    S = sum_k |w_k x_k| (worst-case float reassociation error is ~K * 2^-24 * S;
@@ -38,9 +39,12 @@ static float frand(void) { /* uniform in [-1, 1), never exactly 0 */
     return f == 0.0f ? 0.5f : f;
 }
 
-/* Q5_0 has no SIMD kernel: it checks the fallback to the reference dot. */
-static const ggml_type TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
-                                  GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q5_0};
+/* Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS have no SIMD kernel: they check
+ * the fallback to the reference dot (at every level, through every tiling). */
+static const ggml_type TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,   GGML_TYPE_Q8_0,
+                                  GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,   GGML_TYPE_Q5_0,
+                                  GGML_TYPE_Q4_1, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
+                                  GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS};
 
 static const char *tname(ggml_type t) {
     return ggml_type_get((uint32_t)t)->name;
@@ -59,22 +63,34 @@ static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
             qt->quantize_row(tmp, row, cols);
             continue;
         }
-        /* K-quants, Q5_0: random bytes (every bit pattern of quants/scales is valid)
-         * with positive block scales of a sane size */
+        /* K-quants: random bytes (every bit pattern of quants/scales is valid) with
+         * positive f16 block scales of a sane size */
         for (size_t i = 0; i < w.row_bytes; i++) row[i] = (uint8_t)(frand() * 127.0f + 128.0f);
-        for (int64_t b = 0; t != GGML_TYPE_Q5_0 && b < cols / QK_K; b++) {
+        for (int64_t b = 0; b < cols / QK_K; b++) {
             if (t == GGML_TYPE_Q4_K) {
                 block_q4_K *blk = (block_q4_K *)row + b;
                 blk->d = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
                 blk->dmin = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
-            } else {
+            } else if (t == GGML_TYPE_Q6_K) {
                 block_q6_K *blk = (block_q6_K *)row + b;
                 blk->d = ifd_f32_to_fp16(0.0005f * (1.5f + frand()));
+            } else if (t == GGML_TYPE_Q2_K) {
+                block_q2_K *blk = (block_q2_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.004f * (1.5f + frand()));
+                blk->dmin = ifd_f32_to_fp16(0.002f * (1.5f + frand()));
+            } else if (t == GGML_TYPE_Q3_K) {
+                block_q3_K *blk = (block_q3_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.001f * (1.5f + frand()));
+            } else if (t == GGML_TYPE_Q5_K) {
+                block_q5_K *blk = (block_q5_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.001f * (1.5f + frand()));
+                blk->dmin = ifd_f32_to_fp16(0.001f * (1.5f + frand()));
+            } else {
+                IFD_ASSERT(t == GGML_TYPE_IQ4_XS);
+                block_iq4_xs *blk = (block_iq4_xs *)row + b;
+                blk->d = ifd_f32_to_fp16(0.00005f * (1.5f + frand()));
             }
         }
-        if (t == GGML_TYPE_Q5_0)
-            for (int64_t b = 0; b < cols / 32; b++)
-                ((block_q5_0 *)row + b)->d = ifd_f32_to_fp16(0.005f * (1.5f + frand()));
     }
     free(tmp);
     w.data = d;
@@ -180,7 +196,7 @@ static void test_matmul_all_types(void) {
         const int32_t Ts[] = {1, 3, 17, 64};
         for (size_t ti = 0; ti < IFD_ARRAY_LEN(TYPES); ti++) {
             const ggml_type t = TYPES[ti];
-            const bool kq = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
+            const bool kq = quant_traits_of(t)->block_size == QK_K;
             /* rows: 1, 37 and 70 are not multiples of any row tile (4, 3, 2) */
             for (size_t i = 0; i < IFD_ARRAY_LEN(Ts); i++) check_matmul(c, t, 37, kq ? 512 : 256, Ts[i]);
             check_matmul(c, t, 1, 256, 5);

@@ -114,7 +114,9 @@ static void test_dot_equals_dequant(void) {
     float x[N], y[N];
     for (int i = 0; i < N; i++) x[i] = frand(&s);
     const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
-                               GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+                               GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+                               GGML_TYPE_Q4_1, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
+                               GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         for (size_t i = 0; i < sizeof raw; i++) raw[i] = (uint8_t)(frand(&s) * 127 + 128);
         /* keep fp16 scale fields finite: overwrite half-floats with sane values */
@@ -148,6 +150,25 @@ static void test_dot_equals_dequant(void) {
                 uint16_t h = ifd_f32_to_fp16(0.01f);
                 memcpy(raw + o + 208, &h, 2);
             }
+        /* the newer types: their f16 fields (byte offsets in a block) set to sane scales */
+        const ggml_type_info *ti = ggml_type_get((uint32_t)types[t]);
+        int f16_off[2] = {-1, -1};
+        switch (types[t]) {
+        case GGML_TYPE_Q4_1:
+        case GGML_TYPE_Q5_1:
+        case GGML_TYPE_Q5_K: f16_off[0] = 0, f16_off[1] = 2; break;
+        case GGML_TYPE_IQ4_NL:
+        case GGML_TYPE_IQ4_XS: f16_off[0] = 0; break;
+        case GGML_TYPE_Q2_K: f16_off[0] = 80, f16_off[1] = 82; break;
+        case GGML_TYPE_Q3_K: f16_off[0] = 108; break;
+        default: break;
+        }
+        for (size_t o = 0; o < rb; o += ti->type_bytes)
+            for (int k = 0; k < 2; k++)
+                if (f16_off[k] >= 0) {
+                    uint16_t h = ifd_f32_to_fp16(frand(&s) * 0.05f);
+                    memcpy(raw + o + f16_off[k], &h, 2);
+                }
         quant_dequantize_row_ref(types[t], raw, y, N);
         float ref = 0.0f;
         for (int i = 0; i < N; i++) ref += y[i] * x[i];
@@ -162,8 +183,10 @@ static void test_dot_equals_dequant(void) {
  * reader's, the quantizers round-trip through the dequantizers, the integer-activation
  * facts (zero points, scale groups, minimum) match each format's definition. */
 static void test_traits(void) {
-    const ggml_type supported[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
-                                   GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    const ggml_type supported[] = {GGML_TYPE_F32,  GGML_TYPE_F16,   GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                                   GGML_TYPE_Q4_0, GGML_TYPE_Q5_0,  GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+                                   GGML_TYPE_Q4_1, GGML_TYPE_Q5_1,  GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
+                                   GGML_TYPE_Q5_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};
     int n = 0;
     for (int t = 0; t < GGML_TYPE_COUNT_ + 3; t++) {
         const quant_traits *qt = quant_traits_of((ggml_type)t);
@@ -191,13 +214,23 @@ static void test_traits(void) {
             qt->dequantize_row(row, y, N);
             float worst = 0;
             for (int i = 0; i < N; i++) worst = fmaxf(worst, fabsf(x[i] - y[i]));
-            const float tol = qt->block_size == 1 ? (t == GGML_TYPE_F32 ? 0.0f : 4e-3f)
-                                                  : (t == GGML_TYPE_Q4_0 ? 1.0f / 8 * 1.01f : 1.0f / 127);
+            /* x in [-1, 1]: half a step of amax / 127 (Q8_0), of the range (<= 2) / 15
+             * (Q4_1) or / 31 (Q5_1); one step of amax / 8 (Q4_0) or / 16 (Q5_0) at the
+             * clamped end; IQ4_NL: 127 lands on the table's 113 at one end (14/127) */
+            float tol = 1.0f / 127;
+            if (qt->block_size == 1) tol = t == GGML_TYPE_F32 ? 0.0f : 4e-3f;
+            if (t == GGML_TYPE_Q4_0) tol = 1.0f / 8 * 1.01f;
+            if (t == GGML_TYPE_Q5_0) tol = 1.0f / 16 * 1.01f;
+            if (t == GGML_TYPE_Q4_1) tol = 1.0f / 15 * 1.02f;
+            if (t == GGML_TYPE_Q5_1) tol = 1.0f / 31 * 1.02f;
+            if (t == GGML_TYPE_IQ4_NL) tol = 14.0f / 127 * 1.02f;
             CHECKF(worst <= tol, "%s round trip error %g", qt->name, (double)worst);
         }
     }
     CHECK(n == (int)(sizeof supported / sizeof supported[0]));
-    CHECK(quant_traits_of(GGML_TYPE_Q2_K) == NULL && quant_traits_of(GGML_TYPE_COUNT_) == NULL);
+    CHECK(quant_traits_of(GGML_TYPE_IQ2_XXS) == NULL && quant_traits_of(GGML_TYPE_COUNT_) == NULL);
+    CHECK(quant_traits_of(GGML_TYPE_MXFP4) == NULL && quant_traits_of(GGML_TYPE_TQ1_0) == NULL);
+    CHECK(quant_traits_of(GGML_TYPE_Q2_K)->quantize_row == NULL); /* K-quants: read only */
     const quant_traits *q8 = quant_traits_of(GGML_TYPE_Q8_0), *q4 = quant_traits_of(GGML_TYPE_Q4_0);
     const quant_traits *q4k = quant_traits_of(GGML_TYPE_Q4_K), *q6k = quant_traits_of(GGML_TYPE_Q6_K);
     CHECK(q8->q_signed && q4->q_zero == 8 && q6k->q_zero == 32 && q6k->q_group == 16);
