@@ -42,6 +42,10 @@ WEIGHT_TYPES = {
     "BF16": (QT.BF16, gguf.LlamaFileType.MOSTLY_BF16),
     "Q8_0": (QT.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
     "Q4_0": (QT.Q4_0, gguf.LlamaFileType.MOSTLY_Q4_0),
+    # gguf.quants has quantizers for these too (inferd computes them by reference kernels)
+    "Q4_1": (QT.Q4_1, gguf.LlamaFileType.MOSTLY_Q4_1),
+    "Q5_0": (QT.Q5_0, gguf.LlamaFileType.MOSTLY_Q5_0),
+    "Q5_1": (QT.Q5_1, gguf.LlamaFileType.MOSTLY_Q5_1),
 }
 
 # SentencePiece token types as GGUF stores them (tokenizer.ggml.token_type).
@@ -168,7 +172,7 @@ def _resolve(opts: dict) -> dict:
     if o["rope_scaling"] != "none" and not o["rope_factor"] > 0:
         raise ValueError("rope_factor must be > 0")
     qtype = WEIGHT_TYPES[o["type"]][0]
-    if qtype in (QT.Q8_0, QT.Q4_0):
+    if qtype in (QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1):
         bs = GGML_QUANT_SIZES[qtype][0]
         for what in ("dim", "ffn"):
             if o[what] % bs:
@@ -243,7 +247,7 @@ def _encode(x: np.ndarray, qtype: QT) -> np.ndarray:
         return np.ascontiguousarray(x, dtype=np.float32)
     if qtype == QT.F16:
         return x.astype(np.float16)
-    # BF16 / Q8_0 / Q4_0: uint8 rows, quantized in row chunks to bound memory.
+    # BF16 / Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1: uint8 rows, quantized in row chunks to bound memory.
     rows = x.reshape(-1, x.shape[-1])
     byte_shape = gguf.quant_shape_to_byte_shape(x.shape, qtype)
     out = np.empty((rows.shape[0], byte_shape[-1]), dtype=np.uint8)

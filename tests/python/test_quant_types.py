@@ -133,3 +133,82 @@ def test_quantize_round_trip(name, quant_tool, tmp_path):
         theirs = gguf.quants.quantize(x.reshape(1, -1), QT[name]).reshape(-1)
         same = np.mean(theirs == q)
         assert same > 0.99, f"{name}: only {same:.3f} of the bytes equal gguf's quantizer"
+
+
+# ---- loading: the new types run on the CPU; where they cannot run, a clear error ----
+
+def _tiny(path, wtype):
+    from write_test_model import write_model
+    write_model(path, arch="llama", type=wtype, n_layers=2, dim=128, n_heads=2, n_kv_heads=2, ffn=256,
+                vocab=300, seed=3)
+
+
+def _with_type(src, dst, tensor, qtype, rng):
+    """Copy GGUF src to dst with `tensor` replaced by random bytes of type qtype."""
+    r = gguf.GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(dst), arch="llama")
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue
+        vt = f.types[0]
+        if vt == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(f.name, f.contents(), vt, sub_type=f.types[-1])
+        else:
+            w.add_key_value(f.name, f.contents(), vt)
+    for t in r.tensors:
+        shape = tuple(int(x) for x in reversed(t.shape))  # numpy order (rows, cols)
+        if t.name == tensor:
+            bs, bb = gguf.GGML_QUANT_SIZES[qtype]
+            data = rng.integers(0, 256, size=(shape[0], shape[1] // bs * bb), dtype=np.uint8)
+            w.add_tensor(t.name, data, raw_dtype=qtype)
+        else:
+            w.add_tensor(t.name, np.array(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def _generate(inferd_bin, model, *extra):
+    cmd = [str(inferd_bin), "generate", "-m", str(model), "-p", "To be", "-n", "3", "-t", "2", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_new_type_runs_on_cpu_and_emu_refuses_it(inferd_bin, work_dir):
+    m = work_dir / "q4_1.gguf"
+    _tiny(m, "Q4_1")
+    p = _generate(inferd_bin, m, "--device", "cpu")
+    assert p.returncode == 0, p.stderr
+    p = _generate(inferd_bin, m, "--device", "emu")
+    if "not built" in p.stderr:
+        from requires import skip_unless_ci
+        skip_unless_ci(f"this build has no SIMT emulation backend: {p.stderr.strip()}")
+    assert p.returncode != 0 and p.returncode < 128, (p.returncode, p.stderr)  # an error, not a crash
+    assert "tensor 'token_embd.weight' has type Q4_1" in p.stderr and "no CUDA kernels" in p.stderr, p.stderr
+
+
+def test_emu_names_a_layer_tensor(inferd_bin, work_dir):
+    """Only one matrix of a new type (the rest Q8_0): the error names that one."""
+    rng = np.random.default_rng(5)
+    src, dst = work_dir / "q8.gguf", work_dir / "mixed.gguf"
+    _tiny(src, "Q8_0")
+    _with_type(src, dst, "blk.1.ffn_down.weight", QT.IQ4_NL, rng)
+    p = _generate(inferd_bin, dst, "--device", "cpu")
+    assert p.returncode == 0, p.stderr
+    p = _generate(inferd_bin, dst, "--device", "emu")
+    if "not built" in p.stderr:
+        from requires import skip_unless_ci
+        skip_unless_ci(f"this build has no SIMT emulation backend: {p.stderr.strip()}")
+    assert p.returncode != 0 and p.returncode < 128, (p.returncode, p.stderr)
+    assert "tensor 'blk.1.ffn_down.weight' has type IQ4_NL" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("qtype", [QT.IQ2_XXS, QT.IQ3_S, QT.IQ1_S, QT.TQ2_0, QT.Q8_K])
+def test_unsupported_type_fails_the_load_by_name(qtype, inferd_bin, work_dir):
+    rng = np.random.default_rng(int(qtype))
+    src, dst = work_dir / "q8.gguf", work_dir / "bad.gguf"
+    _tiny(src, "Q8_0")
+    _with_type(src, dst, "blk.0.ffn_down.weight", qtype, rng)  # 256 columns: one 256-block
+    p = _generate(inferd_bin, dst, "--device", "cpu")
+    assert p.returncode != 0 and p.returncode < 128, (p.returncode, p.stderr)
+    assert f"tensor 'blk.0.ffn_down.weight' has unsupported type {qtype.name}" in p.stderr, p.stderr
