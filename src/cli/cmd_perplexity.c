@@ -351,7 +351,7 @@ int cli_perplexity(int argc, char **argv) {
                     (long long)r.kl_count, (long long)count);
             goto done;
         }
-        printf("kl %.6f\n", r.kl_sum / (double)r.kl_count);
+        printf("kl %.6f\n", r.kl_sum / (double)r.kl_count + 0.0); /* + 0.0: no "-0" */
         printf("top1 %.4f\n", (double)r.top1_same / (double)r.kl_count);
     }
     printf("ppl %.4f +/- %.5f\n", ppl, ppl_err);
