@@ -143,3 +143,54 @@ def test_default_ctx_is_capped_at_the_model_context(inferd_bin: Path, shared_mod
     ppl, _ = ppl_of(p)
     assert "windows of 256" in p.stderr
     assert abs(ppl - table["shakespeare-target.gguf"][0]) / ppl < 0.005
+
+
+def test_method_and_kl_against_numpy(inferd_bin: Path, shared_models: Path, tmp_path: Path) -> None:
+    """The whole method recomputed here from `inferd tokenize` and `inferd logits` rows
+    (independent of the prompt-logprob path and the logits tap): windows of 16 tokens,
+    BOS first, positions 8..14 scored, llama.cpp's error formula, KL(base || this)."""
+    import numpy as np
+    ctx = 16
+    text = tmp_path / "t.txt"
+    text.write_bytes((shared_models / "shakespeare-valid.txt").read_bytes()[1000:1300])
+    # a different model as "this": KL(base || this) and KL(this || base) then differ clearly
+    this, base = shared_models / "shakespeare-draft.gguf", shared_models / "shakespeare-target.gguf"
+    tok = subprocess.run([str(inferd_bin), "tokenize", "-m", str(this), "--bos", "-f", str(text)],
+                         capture_output=True, text=True, timeout=60)
+    assert tok.returncode == 0, tok.stderr
+    ids = [int(t) for t in tok.stdout.split()]
+    assert ids[0] == 1 and len(ids) >= 2 * ctx
+
+    def logits(model: Path, window: list[int]):
+        p = subprocess.run([str(inferd_bin), "logits", "-m", str(model), "--ids", " ".join(map(str, window))],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        rows = np.array([[float(x) for x in line.split()] for line in p.stdout.splitlines()], dtype=np.float64)
+        assert rows.shape[0] == len(window)
+        return rows - rows.max(axis=1, keepdims=True) - np.log(
+            np.exp(rows - rows.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True))
+
+    first = ctx // 2
+    nlls, kls, same = [], [], []
+    for w in range(len(ids) // ctx):
+        window = ids[w * ctx:(w + 1) * ctx]
+        window[0] = 1  # BOS replaces the window's first token
+        lt, lb = logits(this, window), logits(base, window)
+        for j in range(first, ctx - 1):
+            nlls.append(-lt[j, ids[w * ctx + j + 1]])
+            pb = np.exp(lb[j])
+            kls.append(float((pb * (lb[j] - lt[j])).sum()))
+            same.append(int(lb[j].argmax() == lt[j].argmax()))
+    nll = np.array(nlls)
+    ppl = float(np.exp(nll.mean()))
+    err = float(np.sqrt((np.mean(nll * nll) - nll.mean() ** 2) / (len(nll) - 1)) * ppl)
+
+    p = run(inferd_bin, "-m", str(this), "--kl-base", str(base), "-f", str(text), "--ctx", str(ctx))
+    got_ppl, got_err = ppl_of(p)
+    assert f"{len(ids) // ctx} windows of {ctx}" in p.stderr
+    assert abs(got_ppl - ppl) / ppl < 1e-3, (got_ppl, ppl)
+    assert abs(got_err - err) / err < 1e-2, (got_err, err)
+    kl = float(re.search(r"^kl (-?[0-9.]+)$", p.stdout, re.M).group(1))
+    top1 = float(re.search(r"^top1 ([0-9.]+)$", p.stdout, re.M).group(1))
+    assert abs(kl - float(np.mean(kls))) < 1e-5 + 1e-3 * float(np.mean(kls)), (kl, np.mean(kls))
+    assert abs(top1 - float(np.mean(same))) < 1e-3, (top1, np.mean(same))
