@@ -57,6 +57,10 @@ typedef struct ppl_run {
     double kl_sum;
     int64_t kl_count, top1_same;
     bool tap_bad;
+    /* the running sums over windows [0, next), taken in window order */
+    double nll, nll2;
+    int64_t count;
+    int32_t next;
 } ppl_run;
 
 typedef struct ppl_cb {
@@ -132,6 +136,23 @@ static void on_row(void *user, uint64_t id, int32_t pos, const float *row, int32
     r->top1_same += top == r->base_top[slot];
 }
 
+/* Adds the windows finished since the last call, in window order (the figure is then
+ * independent of the order they finish in), printing the running PPL of each. */
+static void ppl_advance(ppl_run *r) {
+    const int32_t next0 = r->next;
+    for (; r->next < r->g1 && r->w[r->next].ok; r->next++) {
+        const ppl_window *w = &r->w[r->next];
+        for (int32_t k = 0; k < r->n_scored; k++) {
+            const double v = -(double)w->lp[k];
+            r->nll += v;
+            r->nll2 += v * v;
+        }
+        r->count += r->n_scored;
+        fprintf(stderr, "[%d]%.4f,", r->next + 1, exp(r->nll / (double)r->count));
+    }
+    if (r->next != next0) fflush(stderr);
+}
+
 /* Runs windows [g0, g1) of tokens through e (all submitted, then stepped until done).
  * Returns 0, or 1 with a message printed. */
 static int run_group(inferd_engine *e, ppl_run *r, const int32_t *tokens, int32_t bos, int32_t g0,
@@ -153,8 +174,9 @@ static int run_group(inferd_engine *e, ppl_run *r, const int32_t *tokens, int32_
             return 1;
         }
     }
-    while (inferd_engine_step(e) > 0) {
-    }
+    while (inferd_engine_step(e) > 0)
+        if (!r->base_pass) ppl_advance(r);
+    if (!r->base_pass) ppl_advance(r);
     for (int32_t i = g0; i < g1; i++)
         if (!r->w[i].ok) {
             fprintf(stderr, "inferd perplexity: %s: window %d failed\n", what, i + 1);
@@ -316,8 +338,6 @@ int cli_perplexity(int argc, char **argv) {
         engine_set_logits_tap(eb, on_row, &r);
         engine_set_logits_tap(e, on_row, &r);
     }
-    double nll = 0.0, nll2 = 0.0;
-    int64_t count = 0;
     for (int32_t g0 = 0; g0 < r.n_windows; g0 += group) {
         r.g0 = g0;
         r.g1 = IFD_MIN(r.n_windows, g0 + group);
@@ -327,21 +347,13 @@ int cli_perplexity(int argc, char **argv) {
             r.base_pass = false;
         }
         if (run_group(e, &r, tokens, add_bos ? bos : -1, r.g0, r.g1, cbs, buf, "model")) goto done;
-        for (int32_t i = r.g0; i < r.g1; i++) {
-            for (int32_t k = 0; k < r.n_scored; k++) {
-                const double v = -(double)r.w[i].lp[k];
-                nll += v;
-                nll2 += v * v;
-            }
-            count += r.n_scored;
-            fprintf(stderr, "[%d]%.4f,", i + 1, exp(nll / (double)count));
-        }
-        fflush(stderr);
     }
     fprintf(stderr, "\n");
     const double secs = ifd_now_s() - t0;
-    const double mean = nll / (double)count, ppl = exp(mean);
-    const double var = nll2 / (double)count - mean * mean;
+    const int64_t count = r.count;
+    IFD_ASSERT(r.next == r.n_windows && count == (int64_t)r.n_windows * r.n_scored);
+    const double mean = r.nll / (double)count, ppl = exp(mean);
+    const double var = r.nll2 / (double)count - mean * mean;
     const double ppl_err = var > 0 && count > 1 ? sqrt(var / (double)(count - 1)) * ppl : 0.0;
     fprintf(stderr, "perplexity: %lld scored tokens in %.2f s (%.1f tokens/s)\n", (long long)count, secs,
             (double)r.n_windows * ctx / (secs > 0 ? secs : 1e-9));
