@@ -320,7 +320,6 @@ int cli_perplexity(int argc, char **argv) {
     }
     fprintf(stderr, "perplexity: %d tokens, %d windows of %d, %d scored tokens each\n", n_tok,
             r.n_windows, ctx, r.n_scored);
-    const double t0 = ifd_now_s();
     int32_t group = r.n_windows;
     if (c.kl_base) {
         if (create_engine(&eb, &c, c.kl_base, ctx + 1)) goto done;
@@ -338,6 +337,7 @@ int cli_perplexity(int argc, char **argv) {
         engine_set_logits_tap(eb, on_row, &r);
         engine_set_logits_tap(e, on_row, &r);
     }
+    const double t0 = ifd_now_s(); /* the models are loaded: the windows only */
     for (int32_t g0 = 0; g0 < r.n_windows; g0 += group) {
         r.g0 = g0;
         r.g1 = IFD_MIN(r.n_windows, g0 + group);
@@ -355,8 +355,9 @@ int cli_perplexity(int argc, char **argv) {
     const double mean = r.nll / (double)count, ppl = exp(mean);
     const double var = r.nll2 / (double)count - mean * mean;
     const double ppl_err = var > 0 && count > 1 ? sqrt(var / (double)(count - 1)) * ppl : 0.0;
-    fprintf(stderr, "perplexity: %lld scored tokens in %.2f s (%.1f tokens/s)\n", (long long)count, secs,
-            (double)r.n_windows * ctx / (secs > 0 ? secs : 1e-9));
+    fprintf(stderr, "perplexity: %lld scored tokens in %.2f s (%.1f window tokens/s%s)\n",
+            (long long)count, secs, (double)r.n_windows * ctx / (secs > 0 ? secs : 1e-9),
+            eb ? ", both models" : "");
     if (eb) {
         if (r.kl_count != count) {
             fprintf(stderr, "inferd perplexity: KL: %lld rows compared, %lld expected\n",
