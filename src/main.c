@@ -17,6 +17,7 @@ static const command COMMANDS[] = {
     {"info", cli_info, "describe a model file: -m FILE"},
     {"logits", cli_logits, "print the logits of every position: -m FILE --ids \"1 2 3\""},
     {"bench", cli_bench, "offline throughput: -m FILE [--num-requests N] [--input-len-range A:B] [--output-len-range C:D] ... (bench --help)"},
+    {"perplexity", cli_perplexity, "perplexity of a text (llama-perplexity's method): -m FILE -f TEXT [--ctx N] [--kl-base BASE.gguf] ... (perplexity --help)"},
     {"chat-template", cli_chat_template, "render a chat template: -t FILE.jinja -i CASE.json"},
 };
 

@@ -11,6 +11,7 @@ int cli_info(int argc, char **argv);          /* cmd_info.c */
 int cli_logits(int argc, char **argv);        /* cmd_logits.c (test/debug: dump logits) */
 int cli_chat_template(int argc, char **argv); /* cmd_chat_template.c */
 int cli_bench(int argc, char **argv);         /* cmd_bench.c */
+int cli_perplexity(int argc, char **argv);    /* cmd_perplexity.c */
 int cli_serve(int argc, char **argv);         /* cmd_serve.c -> src/server/ */
 
 #endif

@@ -1,4 +1,4 @@
-/* config.c — the one declarative option table of serve, generate and bench, and the
+/* config.c — the one declarative option table of serve, generate, bench and perplexity, and the
  * sources it drives: defaults < JSON config file < INFERD_* environment < --flags
  * (file and environment: serve only). Also each command's --help, the effective-config
  * JSON serve logs at start, and the table's engine options as inferd_engine_options.
@@ -48,11 +48,12 @@ typedef struct cfg_opt {
 #define S CFG_CMD_SERVE
 #define G CFG_CMD_GENERATE
 #define B CFG_CMD_BENCH
-#define E (CFG_CMD_SERVE | CFG_CMD_GENERATE | CFG_CMD_BENCH)
+#define P CFG_CMD_PERPLEXITY
+#define E (CFG_CMD_SERVE | CFG_CMD_GENERATE | CFG_CMD_BENCH | CFG_CMD_PERPLEXITY)
 #define O(f) offsetof(server_config, f)
 #define BIG 9.0e15
 static const cfg_opt OPTS[] = {
-    /* ---- the engine: serve, generate and bench ---- */
+    /* ---- the engine: serve, generate, bench and perplexity ---- */
     {"model", "-m", E, CFG_STR, O(model), NULL, 0, 0, NULL, false, "GGUF model file"},
     {"threads", "-t", E, CFG_INT, O(threads), "0", 0, 1024, NULL, false, "engine CPU threads (0 = all cores)"},
     {"max-num-seqs", NULL, E, CFG_INT, O(max_num_seqs), "64", 1, 65536, NULL, false,
@@ -190,13 +191,22 @@ static const cfg_opt OPTS[] = {
      "requests per second, Poisson arrivals (0 = all at once; chunked: one long prompt every 1/rate s, default 2 s)"},
     {"scenario", NULL, B, CFG_ENUM, O(scenario), "offline", 0, 0, "offline|chunked", false,
      "offline: the request mix above; chunked: 8 long decodes + a stream of 2,000-token prompts"},
+    /* ---- perplexity ---- */
+    {"file", "-f", P, CFG_STR, O(text_file), NULL, 0, 0, NULL, false, "the text file to score"},
+    {"ctx", "-c", P, CFG_INT, O(ppl_ctx), "512", 0, 1 << 24, NULL, false,
+     "window length in tokens (the default is capped at the model's context; a larger "
+     "value given is an error)"},
+    {"kl-base", NULL, P, CFG_STR, O(kl_base), NULL, 0, 0, NULL, false,
+     "base model: also report KL divergence (base || this) and top-1 agreement over the "
+     "scored positions"},
 };
 #undef O
 #undef S
 #undef G
 #undef B
+#undef P
 #undef E
-#define CFG_ENGINE (CFG_CMD_SERVE | CFG_CMD_GENERATE | CFG_CMD_BENCH)
+#define CFG_ENGINE (CFG_CMD_SERVE | CFG_CMD_GENERATE | CFG_CMD_BENCH | CFG_CMD_PERPLEXITY)
 _Static_assert(IFD_ARRAY_LEN(OPTS) <= CFG_MAX_OPTS, "raise CFG_MAX_OPTS");
 
 /* What each command says about itself in --help, and the defaults it sets over the
@@ -224,6 +234,12 @@ static const cfg_cmd_spec CMDS[] = {
      "lengths drawn from a range, run through the threaded engine. Prints a table and,\n"
      "as the last line, one JSON object with the figures.",
      {NULL}},
+    {CFG_CMD_PERPLEXITY, "perplexity", "inferd perplexity -m FILE -f TEXT [--ctx N] [--kl-base BASE.gguf] [options]",
+     "Perplexity of a text as llama.cpp's llama-perplexity computes it: consecutive\n"
+     "windows of --ctx tokens (BOS first when the model adds one), the second half of\n"
+     "each scored, all windows run as concurrent prompt-logprob requests. Prints the\n"
+     "running figure per window (stderr) and, last, 'ppl VALUE +/- ERROR'.",
+     {"max-num-batched-tokens=2048", "enable-prefix-caching=false", NULL}},
 };
 
 static const cfg_cmd_spec *cmd_spec(cfg_cmd cmd) {
@@ -598,7 +614,7 @@ void config_help(cfg_cmd cmd, FILE *fp) {
     fprintf(fp, "usage: %s\n\n%s\n\n", cs->usage, cs->about);
     for (int pass = 0; pass < 2; pass++) {
         /* the engine options, then the command's own */
-        fprintf(fp, pass == 0 ? "engine options (the same in serve, generate and bench):\n"
+        fprintf(fp, pass == 0 ? "engine options (the same in serve, generate, bench and perplexity):\n"
                               : "\n%s options:\n", cs->name);
         if (pass == 1 && serve)
             fprintf(fp, "  --config FILE                 JSON config file (INFERD_CONFIG)\n");

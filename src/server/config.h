@@ -1,12 +1,12 @@
-/* config.h — the configuration of `serve`, `generate` and `bench`: one declarative
+/* config.h — the configuration of `serve`, `generate`, `bench` and `perplexity`: one declarative
  * table (config.c) of every option with its type, default, bounds, help and the
  * commands it belongs to. The engine options (model, threads, KV cache, batching ...)
- * are one set of entries shared by all three commands, under the same names; each
+ * are one set of entries shared by all four commands, under the same names; each
  * command adds its own entries (serve: network and limits; generate: prompt and
- * sampling; bench: the request mix).
+ * sampling; bench: the request mix; perplexity: the text and window).
  *
  * For serve the table drives, in increasing precedence, the defaults, the JSON config
- * file (--config), INFERD_* environment variables and --flags; generate and bench read
+ * file (--config), INFERD_* environment variables and --flags; the other commands read
  * only their defaults and --flags. The table also prints each command's --help and
  * serve's effective-config log line.
  * Main thread only (parsed once at startup; read-only afterwards). */
@@ -26,6 +26,7 @@ typedef enum cfg_cmd {
     CFG_CMD_SERVE = 1 << 0,
     CFG_CMD_GENERATE = 1 << 1,
     CFG_CMD_BENCH = 1 << 2,
+    CFG_CMD_PERPLEXITY = 1 << 3,
 } cfg_cmd;
 
 #define CFG_MAX_OPTS 128 /* table entries at most (config.c checks) */
@@ -115,6 +116,10 @@ typedef struct server_config {
     int64_t input_len[2], output_len[2]; /* ranges "A:B" (or "A" = "A:A") */
     double request_rate;
     int64_t scenario; /* 0 offline, 1 chunked */
+    /* perplexity */
+    char *text_file; /* -f: the text to score */
+    int64_t ppl_ctx; /* --ctx: window length in tokens */
+    char *kl_base;   /* --kl-base: the base model for KL divergence */
     /* --config: the file the rest came from (not itself in a file) */
     char *config_file;
     /* bookkeeping */

@@ -1,4 +1,4 @@
-/* test_config_cmds.c — the one option table as serve, generate and bench see it
+/* test_config_cmds.c — the one option table as serve, generate, bench and perplexity see it
  * (src/server/config.c): shared engine entries under the same names, per-command
  * entries and defaults, repeatable and range options, what was given, the engine
  * options it maps to, and --help printed from the table. */
@@ -17,9 +17,9 @@ static int load(server_config *c, cfg_cmd cmd, char **argv, int argc, char *err)
 }
 
 static void test_shared_engine_options(void) {
-    /* the same flags set the same engine options in all three commands */
-    const cfg_cmd cmds[] = {CFG_CMD_SERVE, CFG_CMD_GENERATE, CFG_CMD_BENCH};
-    for (int i = 0; i < 3; i++) {
+    /* the same flags set the same engine options in all four commands */
+    const cfg_cmd cmds[] = {CFG_CMD_SERVE, CFG_CMD_GENERATE, CFG_CMD_BENCH, CFG_CMD_PERPLEXITY};
+    for (int i = 0; i < 4; i++) {
         server_config c;
         char err[256] = "";
         char *argv[] = {"x", "-m", "m.gguf", "-t", "3", "--max-num-seqs", "5", "--max-num-batched-tokens=77",
@@ -121,6 +121,28 @@ static void test_bench_options(void) {
     server_config_deinit(&c);
 }
 
+static void test_perplexity_options(void) {
+    server_config c;
+    char err[256] = "";
+    config_init(&c, CFG_CMD_PERPLEXITY);
+    /* its defaults over the table's: big steps (prompts only), no prefix cache */
+    CHECK(c.ppl_ctx == 512 && !c.text_file && !c.kl_base);
+    CHECK(c.max_num_batched_tokens == 2048 && !c.enable_prefix_caching && c.max_num_seqs == 64);
+    server_config_deinit(&c);
+    char *argv[] = {"perplexity", "-m", "a.gguf", "-f", "t.txt", "-c", "256", "--kl-base", "b.gguf"};
+    CHECKF(load(&c, CFG_CMD_PERPLEXITY, argv, (int)IFD_ARRAY_LEN(argv), err) == 0, "%s", err);
+    CHECK(!strcmp(c.text_file, "t.txt") && c.ppl_ctx == 256 && !strcmp(c.kl_base, "b.gguf"));
+    CHECK(config_given(&c, "ctx") && config_given(&c, "file"));
+    server_config_deinit(&c);
+    CHECK(load(&c, CFG_CMD_PERPLEXITY, (char *[]){"x", "--ctx", "-1"}, 3, err) < 0 && strstr(err, "--ctx"));
+    server_config_deinit(&c);
+    /* perplexity's entries are its own */
+    CHECK(load(&c, CFG_CMD_GENERATE, (char *[]){"x", "--kl-base", "b.gguf"}, 3, err) < 0);
+    server_config_deinit(&c);
+    CHECK(load(&c, CFG_CMD_PERPLEXITY, (char *[]){"x", "--prompt", "hi"}, 3, err) < 0);
+    server_config_deinit(&c);
+}
+
 static void test_env_and_file_are_serve_only(void) {
     setenv("INFERD_MAX_NUM_SEQS", "9", 1);
     server_config c;
@@ -148,14 +170,18 @@ static char *help_of(cfg_cmd cmd) {
 }
 
 static void test_help(void) {
-    char *s = help_of(CFG_CMD_SERVE), *g = help_of(CFG_CMD_GENERATE), *b = help_of(CFG_CMD_BENCH);
+    char *s = help_of(CFG_CMD_SERVE), *g = help_of(CFG_CMD_GENERATE), *b = help_of(CFG_CMD_BENCH),
+         *p = help_of(CFG_CMD_PERPLEXITY);
     const char *engine[] = {"--model STR", "--threads N", "--max-num-seqs N", "--max-num-batched-tokens N",
                             "--kv-cache-memory BYTES", "--kv-cache-fraction X", "--block-size N",
                             "--max-model-len N", "--enable-prefix-caching", "--reference-kernels", "--max-step-ms X",
                             "--device MODE", "--gpu-memory-utilization X", "--random-weights MODE",
                             "--dtype MODE", "noise"};
     for (size_t i = 0; i < IFD_ARRAY_LEN(engine); i++)
-        CHECKF(strstr(s, engine[i]) && strstr(g, engine[i]) && strstr(b, engine[i]), "%s", engine[i]);
+        CHECKF(strstr(s, engine[i]) && strstr(g, engine[i]) && strstr(b, engine[i]) && strstr(p, engine[i]),
+               "%s", engine[i]);
+    CHECK(strstr(p, "-f, --file STR") && strstr(p, "-c, --ctx N") && strstr(p, "--kl-base STR") &&
+          !strstr(p, "--temp") && !strstr(s, "--kl-base"));
     CHECK(strstr(g, "--prompt STR") && strstr(g, "--n-predict N") && strstr(g, "--stop STR") && !strstr(g, "--port"));
     CHECK(strstr(b, "--input-len-range A:B") && strstr(b, "[offline|chunked]") && !strstr(b, "--temp"));
     CHECK(strstr(s, "--port N") && strstr(s, "{INFERD_PORT}") && !strstr(g, "{INFERD_") && !strstr(s, "--prompt"));
@@ -164,6 +190,7 @@ static void test_help(void) {
     free(s);
     free(g);
     free(b);
+    free(p);
 }
 
 /* --device and --gpu-memory-utilization: in every command, into the engine options,
@@ -264,5 +291,5 @@ static void test_random_weights_options(void) {
 }
 
 TEST_MAIN(T(test_shared_engine_options), T(test_command_options), T(test_generate_options),
-          T(test_bench_options), T(test_env_and_file_are_serve_only), T(test_help), T(test_device_options),
+          T(test_bench_options), T(test_perplexity_options), T(test_env_and_file_are_serve_only), T(test_help), T(test_device_options),
           T(test_random_weights_options))
