@@ -206,6 +206,7 @@ typedef struct inferd_stats {
     uint64_t prefix_queries_tokens, prefix_hits_tokens;
     uint64_t preemptions, steps;
     uint64_t aborted;
+    uint64_t prefill_bursts; /* prefill bursts started (max_prefill_stall_ms) */
     int32_t max_step_seqs;   /* most sequences in one step's batch so far (<= max_num_seqs) */
     int32_t max_step_tokens; /* most tokens in one step's batch so far (<= max_num_batched_tokens) */
 } inferd_stats;

@@ -406,6 +406,7 @@ static void update_stats(inferd_engine *e) {
     e->stats.prompt_tokens = e->cnt.prompt_tokens;
     e->stats.generated_tokens = e->cnt.generated_tokens;
     e->stats.preemptions = e->sch.n_preemptions;
+    e->stats.prefill_bursts = e->sch.n_bursts;
     e->stats.steps = e->cnt.steps;
     e->stats.aborted = e->cnt.aborted;
     e->stats.running = e->sch.running.n;

@@ -175,6 +175,59 @@ static void test_chunk_sizes(void) {
     }
 }
 
+/* Prefill bursts: four requests decode, then eight more arrive; with bursts on (and a
+ * mixed-step bound so small that mixed steps take only the floor) the engine pauses the
+ * decodes for the new prompts at least once, and every request's tokens and logprobs
+ * equal those of the same run without bursts, bit for bit. */
+static bool run_staggered(const inferd_engine_options *base, const prompt *p, result *out,
+                          inferd_stats *st) {
+    inferd_engine_options o = *base;
+    o.model_path = MODEL;
+    o.threaded = false;
+    char err[256];
+    inferd_engine *e = NULL;
+    if (inferd_engine_create(&e, &o, err, sizeof err)) {
+        fprintf(stderr, "  engine: %s\n", err);
+        return false;
+    }
+    memset(out, 0, sizeof(result) * 12);
+    bool ok = true;
+    for (int k = 0; k < 12 && ok; k++) {
+        inferd_request q = {.prompt = p[k].ids, .n_prompt = p[k].n, .cb = on_out, .user = &out[k]};
+        inferd_sampling_default(&q.sampling);
+        q.sampling.temperature = 0.0f;
+        q.sampling.max_tokens = p[k].max_out;
+        q.sampling.ignore_eos = true;
+        q.sampling.logprobs = NTOP;
+        ok = inferd_submit(e, &q, NULL, err, sizeof err) == INFERD_OK;
+        if (k == 3) /* the first four prefill and start decoding */
+            for (int i = 0; i < 12; i++) inferd_engine_step(e);
+    }
+    int guard = 0;
+    while (ok && inferd_engine_step(e) > 0 && guard++ < 100000) {
+    }
+    inferd_engine_stats(e, st);
+    inferd_engine_destroy(e);
+    for (int k = 0; k < 12; k++) ok = ok && out[k].done;
+    return ok;
+}
+
+static void test_prefill_bursts(void) {
+    make_prompts(P, 12, 15, false);
+    for (int k = 0; k < 4; k++) P[k].max_out = MAX_OUT; /* still decoding when the rest come */
+    inferd_engine_options o;
+    opts_default(&o);
+    o.max_num_batched_tokens = 64;
+    o.max_step_ms = 0.001;
+    inferd_stats s0, s1;
+    CHECK(run_staggered(&o, P, R0, &s0));
+    CHECK(s0.prefill_bursts == 0);
+    o.max_prefill_stall_ms = 10000;
+    CHECK(run_staggered(&o, P, R1, &s1));
+    CHECKF(s1.prefill_bursts >= 1, "bursts %llu", (unsigned long long)s1.prefill_bursts);
+    CHECK(compare(R0, R1, 12, "prefill bursts") == 0);
+}
+
 static void test_batch_invariance(void) {
     make_prompts(P, 32, 14, false);
     inferd_engine_options o;
@@ -507,6 +560,6 @@ static void test_device_sampling(void) {
     CHECK(differ_between_choices > 0); /* the choices have their own RNG streams */
 }
 
-TEST_MAIN(T(test_device_sampling), T(test_n_fork), T(test_n_fork_few_seats), T(test_abort), T(test_frequency_penalty), T(test_prefix_caching_on_off),
+TEST_MAIN(T(test_device_sampling), T(test_prefill_bursts), T(test_n_fork), T(test_n_fork_few_seats), T(test_abort), T(test_frequency_penalty), T(test_prefix_caching_on_off),
           T(test_preemption), T(test_chunk_sizes),
           T(test_batch_invariance))
