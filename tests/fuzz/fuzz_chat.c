@@ -172,6 +172,11 @@ static char *gen_str(in *s, const vocab *v) {
         }
     }
     buf[n] = 0;
+    /* The oracle finds request data between FENCE_L and the next FENCE_R: a FENCE_R in
+     * the data (raw bytes can spell it) would end its fence early and expose the rest of
+     * the data as template text. The server treats the character like any other, so the
+     * data loses nothing by not containing it: it becomes '?'. */
+    for (char *q; (q = strstr(buf, FENCE_R));) memmove(q + 1, q + 3, strlen(q + 3) + 1), *q = '?';
     return strdup(buf);
 }
 

@@ -85,6 +85,8 @@ if [ "$chat_secs" -gt 0 ]; then
     printf '\x00\x00\x0b\x04\x01\x03\x10\x11\x12\x13' >"$chat_corpus/seed-short"
     printf '\x04\x04\x03\x05\xa1\x05\x30\x31\x40\x41\x50\x22\x23\x24\x25\x26\x27\x28' >"$chat_corpus/seed-phi3"
     seq 1 200 | tr -d '\n' >"$chat_corpus/seed-digits"
+    # found by CI: raw bytes spelling the oracle's closing fence inside a user message
+    printf '\x04\x04\x03\x05\xe2\x9f\xa6\xef\xb7\x91\xe2\x9f\xa7\x03\x05\xa1\x05\x30\x31\x40\x41\x50\x22\x23\x01\x00\x61' >"$chat_corpus/seed-fence-r"
     fuzz fuzz_chat "$chat_secs" -max_len=4096 -timeout=20 "$chat_corpus"
 fi
 if [ "$httpd_secs" -gt 0 ]; then
