@@ -108,8 +108,8 @@ static float *rand_vec(size_t n, float scale) {
  * both SIMD levels (stated here, not read from the traits, so a traits entry that
  * wrongly asks for int8 activations fails the tight tolerance). */
 static bool is_int8_act(ggml_type t, int level) {
-    /* the 32-element block family (Q4_1, Q5_0, Q5_1, IQ4_NL): AVX-512 */
-    if (level >= CPU_LEVEL_AVX512 && (t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 ||
+    /* the 32-element block family (Q4_1, Q5_0, Q5_1, IQ4_NL): both SIMD levels */
+    if (level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 ||
                                       t == GGML_TYPE_Q5_1 || t == GGML_TYPE_IQ4_NL))
         return true;
     return level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 ||
