@@ -152,7 +152,9 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
                         t == GGML_TYPE_Q6_K;
         const bool fl = (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) &&
                         K % 32 == 0;
-        const bool packs = (lv == CPU_LEVEL_AVX512 && ((iq && rows % 16 == 0) || (fl && rows % 64 == 0))) ||
+        /* IQ4_NL: packed at AVX-512 (Q4_0's layout) */
+        const bool nl = t == GGML_TYPE_IQ4_NL && lv == CPU_LEVEL_AVX512 && rows % 16 == 0;
+        const bool packs = nl || (lv == CPU_LEVEL_AVX512 && ((iq && rows % 16 == 0) || (fl && rows % 64 == 0))) ||
                            (lv == CPU_LEVEL_AVX2 && ((iq && rows % 8 == 0) || (fl && rows % 16 == 0)));
         CHECKF((ops_ctx_prepared_bytes(c) > 0) == packs, "%s rows %lld: prepared %zu bytes",
                tname(t), (long long)rows, ops_ctx_prepared_bytes(c));

@@ -568,7 +568,7 @@ KERN_TILES(iq4_nl, b32_tile, GGML_TYPE_IQ4_NL, 4, 4, K / 32)
 #define PK_PF 4096
 
 AI size_t pk_qb(ggml_type t) {
-    return t == GGML_TYPE_Q4_0 ? 256 : 512;
+    return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_IQ4_NL ? 256 : 512; /* IQ4_NL: Q4_0's layout */
 }
 AI size_t pk_pb(ggml_type t) {
     return 64 + 2 * pk_qb(t);
@@ -642,7 +642,16 @@ static void pk_pack_q4_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
     }
 }
 
-/* One 16-row group x NT tokens, Q8_0 / Q4_0: out[j * os + i]. */
+/* IQ4_NL (32-element block family): nibbles -> table value + 128 (as b32_pair_q);
+ * other types: as they are. */
+AI __m512i pk_nl_val(ggml_type t, __m512i nib) {
+    if (t != GGML_TYPE_IQ4_NL) return nib;
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(
+        _mm_loadu_si128((const __m128i *)quant_iq4nl_values), _mm_set1_epi8((char)0x80)));
+    return _mm512_shuffle_epi8(tab, nib);
+}
+
+/* One 16-row group x NT tokens, Q8_0 / Q4_0 (and IQ4_NL): out[j * os + i]. */
 AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
                    int64_t nb, float *out, size_t os, int pf) {
     const int64_t np = (nb + 1) / 2;
@@ -666,11 +675,11 @@ AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
             for (size_t l = 0; l < QB; l += 64) _mm_prefetch((const char *)q + PK_PF + l, _MM_HINT_T0);
         __m512i ia[PK_NT];
         for (int j = 0; j < NT; j++) ia[j] = _mm512_set1_epi32(bo[j][b]);
-        if (t == GGML_TYPE_Q4_0) {
+        if (t == GGML_TYPE_Q4_0 || t == GGML_TYPE_IQ4_NL) {
             for (int c = 0; c < 4; c++) {
                 const __m512i v = _mm512_load_si512(q + 64 * c);
-                const __m512i lo = _mm512_and_si512(v, m4);
-                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                const __m512i lo = pk_nl_val(t, _mm512_and_si512(v, m4));
+                const __m512i hi = pk_nl_val(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
                 for (int j = 0; j < NT; j++) {
                     const uint8_t *a = act + (size_t)j * as + aoff;
                     ia[j] = _mm512_dpbusd_epi32(ia[j], lo, _mm512_set1_epi32(ld32i(a + 4 * c)));
@@ -771,6 +780,11 @@ AI void pk_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
 PK_GEMM(pk_gemm_q8_0, PK_Q8_NT, PK_Q8_1, PK_NT)
 PK_GEMM(pk_gemm_q4_0, PK_Q4_NT, PK_Q4_1, PK_NT)
 PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_1, PK_KNT)
+/* 32-element block family: IQ4_NL packs byte for byte as Q4_0 (same block layout: f16 d,
+ * 16 nibble bytes), its body adds the table lookup (pk_nl_val). */
+#define PK_NL_NT(g, a, as, K, o, os, pf) pk_a8_body(PK_NT, GGML_TYPE_IQ4_NL, g, a, as, (K) / 32, o, os, pf)
+#define PK_NL_1(g, a, as, K, o, os, pf) pk_a8_body(1, GGML_TYPE_IQ4_NL, g, a, as, (K) / 32, o, os, pf)
+PK_GEMM(pk_gemm_iq4_nl, PK_NL_NT, PK_NL_1, PK_NT)
 
 /* Q6_K group layout, per super-block (3392 bytes): f16 d[16] (64 bytes with padding),
  * int8 sc[16][16] (scale group x row), then per 64-element chunk c (elements 64c ..
@@ -1287,6 +1301,7 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q4_0] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_q4_0},
              [GGML_TYPE_Q4_K] = {PK_NR, pk_gb_q4_K, pk_pack_q4_K, pk_gemm_q4_K},
              [GGML_TYPE_Q6_K] = {PK_NR, pk_gb_q6_K, pk_pack_q6_K, pk_gemm_q6_K},
+             [GGML_TYPE_IQ4_NL] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_iq4_nl}, /* Q4_0's layout */
              [GGML_TYPE_F32] = {FP_NR, fp_gb_f32, fp_pack_f32, fp_gemm_f32},
              [GGML_TYPE_F16] = {FP_NR, fp_gb_h, fp_pack_f16, fp_gemm_f16},
              [GGML_TYPE_BF16] = {FP_NR, fp_gb_h, fp_pack_bf16, fp_gemm_bf16}},
