@@ -100,7 +100,8 @@ class Model:
 
     def round_activations(self, x: np.ndarray, wtype: str) -> np.ndarray:
         """x rounded to what ggml feeds a dot product with a `wtype` weight."""
-        if wtype in ("Q8_0", "Q4_0"):
+        # the 32-element block family: ggml's Q8_0 / Q8_1 activations (the same int8 rounding)
+        if wtype in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"):
             x32 = np.ascontiguousarray(x, dtype=np.float32)
             q = gguf.quants.quantize(x32, gguf.GGMLQuantizationType.Q8_0)
             return gguf.quants.dequantize(q, gguf.GGMLQuantizationType.Q8_0).astype(x.dtype)

@@ -403,6 +403,15 @@ static void quant_row_iq4_nl(const float *x, void *row, int64_t n) {
                        .block_bytes = sizeof(block_##n), .dequantize_row = deq_row_##n,       \
                        .dot = dot_##n, .quantize_row = quant, .act = QUANT_ACT_F32}
 
+/* A 32-element block type with integer-dot SIMD kernels (int8 activations), its
+ * weight -> integer relation given by Q (Q5_0: q - 16; Q4_1 / Q5_1: d*q + m, the minimum
+ * against d_a * sum(a); IQ4_NL: the table value, a signed int8 as Q8_0's). */
+#define B32_TYPE(T, n, ...)                                                                   \
+    [GGML_TYPE_##T] = {.type = GGML_TYPE_##T, .name = #T, .block_size = QK4_0,                \
+                       .block_bytes = sizeof(block_##n), .dequantize_row = deq_row_##n,       \
+                       .dot = dot_##n, .quantize_row = quant_row_##n, .act = QUANT_ACT_Q8_32, \
+                       .q_group = 32, __VA_ARGS__}
+
 static const quant_traits TRAITS[GGML_TYPE_COUNT_] = {
     FLOAT_TYPE(F32, f32, 4),
     FLOAT_TYPE(F16, f16, 2),
@@ -416,10 +425,11 @@ static const quant_traits TRAITS[GGML_TYPE_COUNT_] = {
                         .dot = dot_q4_0, .quantize_row = quant_row_q4_0, .act = QUANT_ACT_Q8_32,
                         .q_zero = 8, .q_group = 32},
     /* no SIMD kernel (act F32): the fast path runs the reference dot on f32 rows */
-    REF_TYPE(Q5_0, q5_0, QK4_0, quant_row_q5_0),
-    REF_TYPE(Q4_1, q4_1, QK4_0, quant_row_q4_1),
-    REF_TYPE(Q5_1, q5_1, QK4_0, quant_row_q5_1),
-    REF_TYPE(IQ4_NL, iq4_nl, QK4_0, quant_row_iq4_nl),
+    /* the 32-element block family: integer kernels (kern_avx512.c, kern_avx2.c) */
+    B32_TYPE(Q5_0, q5_0, .q_zero = 16),
+    B32_TYPE(Q4_1, q4_1, .q_min = true),
+    B32_TYPE(Q5_1, q5_1, .q_min = true),
+    B32_TYPE(IQ4_NL, iq4_nl, .q_signed = true),
     REF_TYPE(Q2_K, q2_K, QK_K, NULL),
     REF_TYPE(Q3_K, q3_K, QK_K, NULL),
     REF_TYPE(Q5_K, q5_K, QK_K, NULL),

@@ -54,11 +54,11 @@ TOL = {
 
 TYPES = tuple(TOL)
 
-# The types inferd computes by their reference kernels only (no SIMD kernel: f32
-# activations, quant.c's dot per element): numpy_ref uses the same stored weights, so
-# they are held to the F32 bound. One shape per architecture (cases below).
+# The 32-element block family (one shape per architecture, cases below): inferd's SIMD
+# kernels round the activations to int8 blocks of 32 as for Q4_0 (ggml: Q8_0 / Q8_1),
+# numpy_ref rounds them the same way: Q4_0's bound.
 REF_ONLY_TYPES = ("Q4_1", "Q5_0", "Q5_1")
-TOL.update({t: 1e-4 for t in REF_ONLY_TYPES})
+TOL.update({t: 3e-2 for t in REF_ONLY_TYPES})
 ARCHES = ("llama", "qwen2", "qwen3")
 
 # head_dim = dim / n_heads unless given. "gqa4-hd128" has n_heads*head_dim =

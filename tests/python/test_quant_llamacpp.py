@@ -44,6 +44,13 @@ BOUND = 0.3
 # Q3_K_M 0.085: what remains is inferd's own int8 activations for the Q4_K/Q6_K
 # tensors the recipes mix in (output.weight is Q6_K in every file). Bound 0.12.
 NUMPY_BOUND = 0.12
+# The 32-element block family (Q4_1, Q5_0, Q5_1, IQ4_NL) now runs int8-activation
+# kernels on every tensor of its type, as llama.cpp does (Q8_0 / Q8_1 activations): inferd
+# moved towards llama.cpp (measured 0.085..0.090, bound 0.15 instead of 0.3) and away
+# from the float-activation numpy_ref by llama.cpp's own distance (measured 0.085..0.129;
+# llama.cpp vs numpy_ref 0.10..0.18): bound 0.2 there.
+INT8_FAMILY = {"Q4_1", "Q5_0", "Q5_1", "IQ4_NL"}
+FAMILY_BOUND, FAMILY_NUMPY_BOUND = 0.15, 0.2
 # Positions where llama.cpp's top-2 margin is under 2 * BOUND are near-ties whose
 # argmax that activation rounding may flip; every other position must agree.
 TIE = 2 * BOUND
@@ -118,11 +125,13 @@ def test_logits_match_llamacpp(name, quantized, inferd_bin):
     got = inferd_logits(inferd_bin, path, ids, want.shape[1])
     diff = float(np.max(np.abs(got - want)))
     print(f"{name}: {len(ids)} positions, max |diff| {diff:.4g}, max |logit| {np.max(np.abs(want)):.3g}")
-    assert diff <= BOUND, f"{name}: max |inferd - llama.cpp| = {diff:.4g} > {BOUND}"
+    bound = FAMILY_BOUND if name in INT8_FAMILY else BOUND
+    assert diff <= bound, f"{name}: max |inferd - llama.cpp| = {diff:.4g} > {bound}"
     ref = numpy_ref.logits(path, ids)
     ndiff = float(np.max(np.abs(got - ref)))
     print(f"{name}: max |inferd - numpy_ref| {ndiff:.4g}")
-    assert ndiff <= NUMPY_BOUND, f"{name}: max |inferd - numpy_ref| = {ndiff:.4g} > {NUMPY_BOUND}"
+    nbound = FAMILY_NUMPY_BOUND if name in INT8_FAMILY else NUMPY_BOUND
+    assert ndiff <= nbound, f"{name}: max |inferd - numpy_ref| = {ndiff:.4g} > {nbound}"
     top2 = np.sort(want, axis=1)[:, -2:]
     clear = (top2[:, 1] - top2[:, 0]) >= TIE
     # this small model has many close calls (the measured flips sit at margins < 0.1);

@@ -235,7 +235,13 @@ static void test_traits(void) {
     const quant_traits *q4k = quant_traits_of(GGML_TYPE_Q4_K), *q6k = quant_traits_of(GGML_TYPE_Q6_K);
     CHECK(q8->q_signed && q4->q_zero == 8 && q6k->q_zero == 32 && q6k->q_group == 16);
     CHECK(q4k->q_min && q4k->q_zero == 0 && !q4k->q_signed);
-    CHECK(quant_traits_of(GGML_TYPE_Q5_0)->act == QUANT_ACT_F32);
+    /* the 32-element block family: int8 activations, the weight's integer relation */
+    const quant_traits *q50 = quant_traits_of(GGML_TYPE_Q5_0), *q41 = quant_traits_of(GGML_TYPE_Q4_1);
+    const quant_traits *q51 = quant_traits_of(GGML_TYPE_Q5_1), *nl = quant_traits_of(GGML_TYPE_IQ4_NL);
+    CHECK(q50->act == QUANT_ACT_Q8_32 && q50->q_zero == 16 && !q50->q_min && !q50->q_signed);
+    CHECK(q41->act == QUANT_ACT_Q8_32 && q41->q_min && q41->q_zero == 0 && !q41->q_signed);
+    CHECK(q51->act == QUANT_ACT_Q8_32 && q51->q_min && q51->q_zero == 0 && !q51->q_signed);
+    CHECK(nl->act == QUANT_ACT_Q8_32 && nl->q_signed && !nl->q_min && nl->q_group == 32);
 }
 
 TEST_MAIN(T(test_traits), T(test_fp16), T(test_q8_0_q4_0_roundtrip), T(test_k_quants), T(test_q5_0),

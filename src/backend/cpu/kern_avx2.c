@@ -9,6 +9,8 @@
  *    (Q6_K: 6-bit q with a -32 * sum offset per 16-element scale group; Q4_K: nibbles,
  *    d*sc in the FMA, the dmin*m minimum as one 8-lane FMA per super-block against the
  *    activation's per-block d_a * sum(a)).
+ *  - Q4_1 / Q5_0 / Q5_1 / IQ4_NL: the same per block with their own unpacking (fifth
+ *    bit, table lookup) and, for the "_1" types, one min FMA per block (their section).
  *  - Packed forms (kern_pack) of Q4_0 / Q8_0 / Q4_K / Q6_K: groups of 8 rows interleaved so
  *    one ymm holds the same 4 columns of 8 rows, outputs in lanes (see the section).
  * Micro-kernels only: the tiling over rows and tokens and the type dispatch are shared
@@ -364,6 +366,119 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
 
 K2_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+
+/* ---- 32-element block family: Q4_1, Q5_0, Q5_1, IQ4_NL (integer path) ---------------
+ * The Q4_0 / Q8_0 scheme per block with the weights unpacked per type:
+ *  - Q4_1 / Q5_1: q = nibble (| fifth bit << 4) unsigned, w = d*q + m: the minimum is one
+ *    more FMA per block, m (lane 0 only) * d_a * sum(a) (the activation's dsum, traits
+ *    q_min); 2 * 31 * 127 < 32768: VPMADDUBSW cannot saturate.
+ *  - Q5_0: q = w + 16 unsigned, the -16 * sum(a) offset vector (traits q_zero 16).
+ *  - IQ4_NL: the table value (VPSHUFB), signed int8: |w| x sign(a, w) as Q8_0 (traits
+ *    q_signed; the largest |v| is 127: 2 * 127 * 127 < 32768).
+ * The fifth bits (qh, bit j = element j) are spread to bytes with a shuffle and a
+ * compare. Chains, tiles and the per-element sequence as a8_tile (block b into chain
+ * b % NACC). */
+
+AI size_t b2_bytes(ggml_type t) {
+    return t == GGML_TYPE_Q4_1 ? 20 : t == GGML_TYPE_Q5_0 ? 22 : t == GGML_TYPE_Q5_1 ? 24 : 18;
+}
+AI size_t b2_qs_off(ggml_type t) {
+    return t == GGML_TYPE_Q4_1 ? 4 : t == GGML_TYPE_Q5_0 ? 6 : t == GGML_TYPE_Q5_1 ? 8 : 2;
+}
+AI int b2_has_min(ggml_type t) {
+    return t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1;
+}
+
+/* The 32 weight bytes of one block in element order (unsigned q, or IQ4_NL's signed v). */
+AI __m256i b2_block_q(ggml_type t, const uint8_t *blk) {
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + b2_qs_off(t))));
+    __m256i q = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                 _mm256_set1_epi8(0x0F));
+    if (t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1) {
+        int32_t qh;
+        memcpy(&qh, blk + (t == GGML_TYPE_Q5_0 ? 2 : 4), 4);
+        /* byte j <- byte j / 8 of qh, then its bit j % 8 */
+        __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32(qh),
+                                        _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                                           0x0303030303030303LL));
+        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+        h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+        q = _mm256_or_si256(q, _mm256_and_si256(h, _mm256_set1_epi8(0x10)));
+    }
+    if (t == GGML_TYPE_IQ4_NL)
+        q = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values)), q);
+    return q;
+}
+
+/* One block b of the tile into the chain acc (cf. a8_step). */
+AI void b2_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nb, int64_t b, __m256 (*acc)[INT]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const size_t bb = b2_bytes(t);
+    __m256i wq[IMR];
+    __m256 dw[IMR], mw[IMR];
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)b * bb;
+        dw[r] = bcast_f16_tab(blk);
+        if (b2_has_min(t)) mw[r] = _mm256_blend_ps(_mm256_setzero_ps(), bcast_f16_tab(blk + 2), 1);
+        wq[r] = b2_block_q(t, blk);
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * act_stride;
+        const a8_block *ab = (const a8_block *)aj + b;
+        const __m256i a = _mm256_loadu_si256((const __m256i *)ab->qs);
+        const __m256 da = _mm256_loadu_ps(ab->d);
+        __m256 ds = _mm256_setzero_ps();
+        if (b2_has_min(t)) ds = _mm256_broadcast_ss((const float *)((const a8_block *)aj + nb) + b);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            __m256i dot;
+            if (t == GGML_TYPE_IQ4_NL) {
+                dot = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wq[r], wq[r]),
+                                                             _mm256_sign_epi8(a, wq[r])), ones);
+            } else {
+                dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], a), ones);
+                if (t == GGML_TYPE_Q5_0) dot = _mm256_add_epi32(dot, _mm256_loadu_si256((const __m256i *)ab->bias));
+            }
+            acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw[r], da), acc[r][j]);
+            if (b2_has_min(t)) acc[r][j] = _mm256_fmadd_ps(mw[r], ds, acc[r][j]);
+        }
+    }
+}
+
+AI void b2_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nb, float *out, size_t out_stride) {
+    __m256 acc[NACC][IMR][INT];
+    UNROLL
+    for (int c = 0; c < NACC; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            UNROLL
+            for (int j = 0; j < NT; j++) acc[c][r][j] = _mm256_setzero_ps();
+    if (FUSED(NR, NT)) {
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            b2_step(NR, NT, t, w0, row_bytes, act, act_stride, nb, b, acc[0]);
+            b2_step(NR, NT, t, w0, row_bytes, act, act_stride, nb, b + 1, acc[1]);
+        }
+        if (b < nb) b2_step(NR, NT, t, w0, row_bytes, act, act_stride, nb, b, acc[0]);
+    } else {
+        for (int64_t b = 0; b < nb; b += 2) b2_step(NR, NT, t, w0, row_bytes, act, act_stride, nb, b, acc[0]);
+        for (int64_t b = 1; b < nb; b += 2) b2_step(NR, NT, t, w0, row_bytes, act, act_stride, nb, b, acc[1]);
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        UNROLL
+        for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = hsum8(acc_combine(acc[0][r][j], acc[1][r][j]));
+}
+
+K2_TILES(q4_1, b2_tile, GGML_TYPE_Q4_1, INR, INT, IDR, K / 32)
+K2_TILES(q5_0, b2_tile, GGML_TYPE_Q5_0, INR, INT, IDR, K / 32)
+K2_TILES(q5_1, b2_tile, GGML_TYPE_Q5_1, INR, INT, IDR, K / 32)
+K2_TILES(iq4_nl, b2_tile, GGML_TYPE_IQ4_NL, INR, INT, IDR, K / 32)
+/* ---- end of the 32-element block family ---------------------------------------------- */
 
 /* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0; Q4_K, Q6_K below) ---------------
  * Prepared once (kern_pack): a group of 8 rows is interleaved so that one ymm holds the
@@ -1068,6 +1183,10 @@ static const kern_table k2_table = {
              [GGML_TYPE_Q4_0] = KERN_GEMM(q4_0, INR, INT),
              [GGML_TYPE_Q4_K] = KERN_GEMM(q4_K, KQ_NR, KQ_NT),
              [GGML_TYPE_Q6_K] = KERN_GEMM(q6_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q4_1] = KERN_GEMM(q4_1, INR, INT), /* 32-element block family */
+             [GGML_TYPE_Q5_0] = KERN_GEMM(q5_0, INR, INT),
+             [GGML_TYPE_Q5_1] = KERN_GEMM(q5_1, INR, INT),
+             [GGML_TYPE_IQ4_NL] = KERN_GEMM(iq4_nl, INR, INT),
              [GGML_TYPE_F32] = KERN_GEMM(f32, FNR, FNT),
              [GGML_TYPE_F16] = KERN_GEMM(f16, FNR, FNT),
              [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},

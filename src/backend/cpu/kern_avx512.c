@@ -16,6 +16,8 @@
  *    (Q6_K: 6-bit q + 32 offset corrected per 16-element scale group through the offset
  *    vector; Q4_K: nibbles, its d*sc per pair in the FMA and its dmin*m minimum as one
  *    extra FMA per super-block against the activation's per-block d_a * sum(a)).
+ *  - Q4_1 / Q5_0 / Q5_1 / IQ4_NL: the Q4_0 scheme with their own unpacking (fifth bit,
+ *    table lookup) and, for the "_1" types, one min FMA per block (see their section).
  * Tiles: NR weight rows x NT tokens per micro-kernel; the per-element instruction
  * sequence (pairs of blocks / 16-element steps in K order, one accumulator, then the
  * same horizontal sum) is identical for every tile shape, so results are batch
@@ -376,6 +378,169 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
 KERN_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, K / QK_K)
 KERN_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, K / QK_K)
 
+/* ---- 32-element block family: Q4_1, Q5_0, Q5_1, IQ4_NL (integer path) ---------------
+ * The Q4_0 scheme (pairs of blocks, one VPDPBUSD per pair, one f32 FMA per pair with
+ * d_w * d_a) with the weights made unsigned bytes per type:
+ *  - Q4_1 / Q5_1: q = nibble (| fifth bit << 4), w = d*q + m: no offset; the minimum is
+ *    one more term per block, m * (d_a * sum(a)) (the activation's dsum, traits q_min),
+ *    added to lane 0 (block 2p) / lane 8 (block 2p+1) of the pair's accumulator.
+ *  - Q5_0: q = nibble | fifth bit << 4 = w + 16 (traits q_zero 16: the offset vector).
+ *  - IQ4_NL: the table value of each nibble (VPSHUFB), as Q8_0 stores it (v + 128,
+ *    traits q_signed: the -128 * sum offset vector).
+ * The fifth bits (qh, bit j = element j) become a byte mask of the pair: one masked add.
+ * Per lane the same sequence in every tile: per pair, dot FMA then (min types) the
+ * min FMA m * dsum (explicit FMAs: no contraction can differ between bodies); the decode body forms the same lane values for two pairs at a time. */
+
+AI size_t b32_bytes(ggml_type t) {
+    return t == GGML_TYPE_Q4_1 ? 20 : t == GGML_TYPE_Q5_0 ? 22 : t == GGML_TYPE_Q5_1 ? 24 : 18;
+}
+AI size_t b32_qs_off(ggml_type t) {
+    return t == GGML_TYPE_Q4_1 ? 4 : t == GGML_TYPE_Q5_0 ? 6 : t == GGML_TYPE_Q5_1 ? 8 : 2;
+}
+AI int b32_has_min(ggml_type t) {
+    return t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1;
+}
+AI int b32_has_qh(ggml_type t) {
+    return t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1;
+}
+static inline uint32_t ld32u(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Unsigned weight bytes of blocks 2p, 2p+1 (only 2p when half: the other half's bytes
+ * meet zero activations and a zero scale). */
+AI __m512i b32_pair_q(ggml_type t, const uint8_t *row, int64_t p, int half) {
+    const size_t bb = b32_bytes(t), qo = b32_qs_off(t);
+    const uint8_t *b0 = row + (size_t)p * 2 * bb;
+    const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + qo)));
+    const __m256i hi = half ? _mm256_setzero_si256()
+                            : _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + bb + qo)));
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                        0x0004000400040004LL, 0x0004000400040004LL, 0, 0);
+    __m512i q = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
+    if (b32_has_qh(t)) {
+        const size_t ho = t == GGML_TYPE_Q5_0 ? 2 : 4;
+        const uint64_t h = (uint64_t)ld32u(b0 + ho) | (half ? 0 : (uint64_t)ld32u(b0 + bb + ho) << 32);
+        q = _mm512_mask_add_epi8(q, (__mmask64)h, q, _mm512_set1_epi8(0x10));
+    }
+    if (t == GGML_TYPE_IQ4_NL) {
+        const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(
+            _mm_loadu_si128((const __m128i *)quant_iq4nl_values), _mm_set1_epi8((char)0x80)));
+        q = _mm512_shuffle_epi8(tab, q);
+    }
+    return q;
+}
+
+/* f16 field at byte offset off of blocks 2p, 2p+1 as a pair vector (see dw_pair). */
+AI __m512 b32_pair_h(ggml_type t, const uint8_t *row, int64_t p, int half, size_t off) {
+    const size_t bb = b32_bytes(t);
+    const uint8_t *b0 = row + (size_t)p * 2 * bb + off;
+    return dw_pair(ld16(b0), half ? 0 : ld16(b0 + bb));
+}
+
+/* The min term lanes of pair p for one token: lane 0 dsum[2p], lane 8 dsum[2p+1]
+ * (half: only lane 0), others 0. */
+AI __m512 b32_pair_ds(const float *dsum, int64_t p, int half) {
+    const __m128 d2 = _mm_maskz_loadu_ps(half ? 1 : 3, dsum + 2 * p);
+    const __m512i idx = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_maskz_permutexvar_ps(0x0101, idx, _mm512_castps128_ps512(d2));
+}
+
+/* The f16 field at offset off of blocks 2p .. 2p+3 (pairs p, p+1), to f32, times
+ * v4[0..3] (v4 NULL: as they are). */
+AI __m128 b32_quad_h(ggml_type t, const uint8_t *row, int64_t p, size_t off, const float *v4) {
+    const size_t bb = b32_bytes(t);
+    const uint8_t *b0 = row + (size_t)p * 2 * bb + off;
+    const uint64_t h = (uint64_t)ld16(b0) | (uint64_t)ld16(b0 + bb) << 16 |
+                       (uint64_t)ld16(b0 + 2 * bb) << 32 | (uint64_t)ld16(b0 + 3 * bb) << 48;
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
+    return v4 ? _mm_mul_ps(f, _mm_loadu_ps(v4)) : f;
+}
+
+/* One pair of blocks for the tile (cf. a8_step). */
+AI void b32_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                 const uint8_t *act, size_t act_stride, int64_t p, int half, int64_t np,
+                 __m512 acc[4][4]) {
+    __m512i wq[4];
+    __m512 dw[4], mw[4];
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *wr = w0 + (size_t)r * row_bytes;
+        if (NR > 1) _mm_prefetch((const char *)wr + (size_t)p * 2 * b32_bytes(t) + PF_BYTES, _MM_HINT_T0);
+        wq[r] = b32_pair_q(t, wr, p, half);
+        dw[r] = b32_pair_h(t, wr, p, half, 0);
+        if (b32_has_min(t)) mw[r] = _mm512_maskz_mov_ps(0x0101, b32_pair_h(t, wr, p, half, 2));
+    }
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * act_stride;
+        const a8_pair *ap = (const a8_pair *)aj + p;
+        const __m512i a = _mm512_loadu_si512(ap->qs);
+        const __m512i bias = _mm512_loadu_si512(ap->bias);
+        const __m512 dv = _mm512_loadu_ps(ap->d);
+        __m512 ds = _mm512_setzero_ps();
+        if (b32_has_min(t)) ds = b32_pair_ds((const float *)(aj + a8_dsum_offset(np)), p, half);
+        for (int r = 0; r < NR; r++) {
+            const __m512i dot = _mm512_dpbusd_epi32(bias, wq[r], a);
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw[r], dv), acc[r][j]);
+            if (b32_has_min(t)) acc[r][j] = _mm512_fmadd_ps(mw[r], ds, acc[r][j]);
+        }
+    }
+}
+
+/* NR rows x NT tokens over nb blocks (cf. a8_tile). */
+AI void b32_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                 const uint8_t *act, size_t act_stride, int64_t nb, float *out,
+                 size_t out_stride) {
+    __m512 acc[4][4];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
+    const int64_t np = nb / 2, npa = (nb + 1) / 2;
+    int64_t p = 0;
+    if (NR == 1 && NT == 1) { /* decode: two pairs per step, scales formed together */
+        const float *da = (const float *)(act + a8_da_offset(npa));
+        const int32_t *boff = (const int32_t *)(act + a8_boff_offset(npa));
+        const float *dsum = (const float *)(act + a8_dsum_offset(npa));
+        const __m512i i0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i i1 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 2);
+        const __m512i s0i = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i s1i = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+        for (; p + 2 <= np; p += 2) {
+            const __m512 d4 = _mm512_castps128_ps512(b32_quad_h(t, w0, p, 0, da + 2 * p));
+            const __m512i b4 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(boff + 2 * p)));
+            const a8_pair *ap = (const a8_pair *)act + p;
+            const __m512i d0 = _mm512_dpbusd_epi32(_mm512_maskz_permutexvar_epi32(0x0101, i0, b4),
+                                                   b32_pair_q(t, w0, p, 0), _mm512_loadu_si512(ap->qs));
+            const __m512i d1 = _mm512_dpbusd_epi32(_mm512_maskz_permutexvar_epi32(0x0101, i1, b4),
+                                                   b32_pair_q(t, w0, p + 1, 0), _mm512_loadu_si512(ap[1].qs));
+            __m512 m4 = _mm512_setzero_ps(), s4 = _mm512_setzero_ps();
+            if (b32_has_min(t)) {
+                m4 = _mm512_castps128_ps512(b32_quad_h(t, w0, p, 2, NULL));
+                s4 = _mm512_castps128_ps512(_mm_loadu_ps(dsum + 2 * p));
+            }
+            acc[0][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), _mm512_permutexvar_ps(s0i, d4), acc[0][0]);
+            if (b32_has_min(t))
+                acc[0][0] = _mm512_fmadd_ps(_mm512_maskz_permutexvar_ps(0x0101, i0, m4),
+                                            _mm512_maskz_permutexvar_ps(0x0101, i0, s4), acc[0][0]);
+            acc[0][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), _mm512_permutexvar_ps(s1i, d4), acc[0][0]);
+            if (b32_has_min(t))
+                acc[0][0] = _mm512_fmadd_ps(_mm512_maskz_permutexvar_ps(0x0101, i1, m4),
+                                            _mm512_maskz_permutexvar_ps(0x0101, i1, s4), acc[0][0]);
+        }
+    }
+    for (; p < np; p++) b32_step(NR, NT, t, w0, row_bytes, act, act_stride, p, 0, npa, acc);
+    if (nb & 1) b32_step(NR, NT, t, w0, row_bytes, act, act_stride, np, 1, npa, acc);
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+KERN_TILES(q4_1, b32_tile, GGML_TYPE_Q4_1, 4, 4, K / 32)
+KERN_TILES(q5_0, b32_tile, GGML_TYPE_Q5_0, 4, 4, K / 32)
+KERN_TILES(q5_1, b32_tile, GGML_TYPE_Q5_1, 4, 4, K / 32)
+KERN_TILES(iq4_nl, b32_tile, GGML_TYPE_IQ4_NL, 4, 4, K / 32)
+/* ---- end of the 32-element block family ---------------------------------------------- */
+
 /* ---- packed weights: 16 rows in lanes (Q8_0, Q4_0, Q4_K) --------------------------------
  * Prepared once (kern_pack): a group of 16 rows is interleaved so that one zmm holds
  * the same 4-byte column group of all 16 rows; VPDPBUSD with a {1to16} broadcast of 4
@@ -403,7 +568,7 @@ KERN_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, K / QK_K)
 #define PK_PF 4096
 
 AI size_t pk_qb(ggml_type t) {
-    return t == GGML_TYPE_Q4_0 ? 256 : 512;
+    return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_IQ4_NL ? 256 : 512; /* IQ4_NL: Q4_0's layout */
 }
 AI size_t pk_pb(ggml_type t) {
     return 64 + 2 * pk_qb(t);
@@ -477,7 +642,16 @@ static void pk_pack_q4_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
     }
 }
 
-/* One 16-row group x NT tokens, Q8_0 / Q4_0: out[j * os + i]. */
+/* IQ4_NL (32-element block family): nibbles -> table value + 128 (as b32_pair_q);
+ * other types: as they are. */
+AI __m512i pk_nl_val(ggml_type t, __m512i nib) {
+    if (t != GGML_TYPE_IQ4_NL) return nib;
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(
+        _mm_loadu_si128((const __m128i *)quant_iq4nl_values), _mm_set1_epi8((char)0x80)));
+    return _mm512_shuffle_epi8(tab, nib);
+}
+
+/* One 16-row group x NT tokens, Q8_0 / Q4_0 (and IQ4_NL): out[j * os + i]. */
 AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
                    int64_t nb, float *out, size_t os, int pf) {
     const int64_t np = (nb + 1) / 2;
@@ -501,11 +675,11 @@ AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
             for (size_t l = 0; l < QB; l += 64) _mm_prefetch((const char *)q + PK_PF + l, _MM_HINT_T0);
         __m512i ia[PK_NT];
         for (int j = 0; j < NT; j++) ia[j] = _mm512_set1_epi32(bo[j][b]);
-        if (t == GGML_TYPE_Q4_0) {
+        if (t == GGML_TYPE_Q4_0 || t == GGML_TYPE_IQ4_NL) {
             for (int c = 0; c < 4; c++) {
                 const __m512i v = _mm512_load_si512(q + 64 * c);
-                const __m512i lo = _mm512_and_si512(v, m4);
-                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                const __m512i lo = pk_nl_val(t, _mm512_and_si512(v, m4));
+                const __m512i hi = pk_nl_val(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
                 for (int j = 0; j < NT; j++) {
                     const uint8_t *a = act + (size_t)j * as + aoff;
                     ia[j] = _mm512_dpbusd_epi32(ia[j], lo, _mm512_set1_epi32(ld32i(a + 4 * c)));
@@ -606,6 +780,11 @@ AI void pk_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
 PK_GEMM(pk_gemm_q8_0, PK_Q8_NT, PK_Q8_1, PK_NT)
 PK_GEMM(pk_gemm_q4_0, PK_Q4_NT, PK_Q4_1, PK_NT)
 PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_1, PK_KNT)
+/* 32-element block family: IQ4_NL packs byte for byte as Q4_0 (same block layout: f16 d,
+ * 16 nibble bytes), its body adds the table lookup (pk_nl_val). */
+#define PK_NL_NT(g, a, as, K, o, os, pf) pk_a8_body(PK_NT, GGML_TYPE_IQ4_NL, g, a, as, (K) / 32, o, os, pf)
+#define PK_NL_1(g, a, as, K, o, os, pf) pk_a8_body(1, GGML_TYPE_IQ4_NL, g, a, as, (K) / 32, o, os, pf)
+PK_GEMM(pk_gemm_iq4_nl, PK_NL_NT, PK_NL_1, PK_NT)
 
 /* Q6_K group layout, per super-block (3392 bytes): f16 d[16] (64 bytes with padding),
  * int8 sc[16][16] (scale group x row), then per 64-element chunk c (elements 64c ..
@@ -1111,6 +1290,10 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q4_0] = KERN_GEMM(q4_0, 4, 4),
              [GGML_TYPE_Q4_K] = KERN_GEMM(q4_K, KQ_NR, KQ_NT),
              [GGML_TYPE_Q6_K] = KERN_GEMM(q6_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q4_1] = KERN_GEMM(q4_1, 4, 4), /* 32-element block family */
+             [GGML_TYPE_Q5_0] = KERN_GEMM(q5_0, 4, 4),
+             [GGML_TYPE_Q5_1] = KERN_GEMM(q5_1, 4, 4),
+             [GGML_TYPE_IQ4_NL] = KERN_GEMM(iq4_nl, 4, 4),
              [GGML_TYPE_F32] = KERN_GEMM(f32, FNR, FNT),
              [GGML_TYPE_F16] = KERN_GEMM(f16, FNR, FNT),
              [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},
@@ -1118,6 +1301,7 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q4_0] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_q4_0},
              [GGML_TYPE_Q4_K] = {PK_NR, pk_gb_q4_K, pk_pack_q4_K, pk_gemm_q4_K},
              [GGML_TYPE_Q6_K] = {PK_NR, pk_gb_q6_K, pk_pack_q6_K, pk_gemm_q6_K},
+             [GGML_TYPE_IQ4_NL] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_iq4_nl}, /* Q4_0's layout */
              [GGML_TYPE_F32] = {FP_NR, fp_gb_f32, fp_pack_f32, fp_gemm_f32},
              [GGML_TYPE_F16] = {FP_NR, fp_gb_h, fp_pack_f16, fp_gemm_f16},
              [GGML_TYPE_BF16] = {FP_NR, fp_gb_h, fp_pack_bf16, fp_gemm_bf16}},
