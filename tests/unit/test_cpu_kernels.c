@@ -107,6 +107,9 @@ static float *rand_vec(size_t n, float scale) {
  * both SIMD levels (stated here, not read from the traits, so a traits entry that
  * wrongly asks for int8 activations fails the tight tolerance). */
 static bool is_int8_act(ggml_type t, int level) {
+    if (level >= CPU_LEVEL_AVX512 && (t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q3_K ||
+                                      t == GGML_TYPE_Q2_K || t == GGML_TYPE_IQ4_XS))
+        return true;
     return level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 ||
                                        t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K);
 }

@@ -73,7 +73,9 @@ static size_t a8_dsum_offset(int64_t np) {
 
 static size_t k5_act_row_bytes(const quant_traits *qt, int64_t K) {
     const int64_t np = (K + 63) / 64;
-    return a8_dsum_offset(np) + (qt->q_min ? ((size_t)np * 2 * sizeof(float) + 63) / 64 * 64 : 0);
+    /* dsum: one float per q_group elements (per 32-block; Q2_K: per 16) */
+    const size_t nds = (size_t)np * (qt->q_group == 16 ? 4 : 2);
+    return a8_dsum_offset(np) + (qt->q_min ? (nds * sizeof(float) + 63) / 64 * 64 : 0);
 }
 
 static void k5_act_prepare(const quant_traits *qt, const float *x, void *dst, int64_t K) {
@@ -115,7 +117,12 @@ static void k5_act_prepare(const quant_traits *qt, const float *x, void *dst, in
                 ap->bias[8 * h] = -M * (s0 + s1);
             }
             boff[b] = ap->bias[8 * h];
-            if (qt->q_min) dsum[b] = d * (float)(s0 + s1);
+            if (qt->q_min && qt->q_group == 16) { /* Q2_K: a minimum per 16 elements */
+                dsum[2 * b] = d * (float)s0;
+                dsum[2 * b + 1] = d * (float)s1;
+            } else if (qt->q_min) {
+                dsum[b] = d * (float)(s0 + s1);
+            }
         }
     }
 }
@@ -375,6 +382,181 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
 
 KERN_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, K / QK_K)
 KERN_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, K / QK_K)
+
+/* ---- Q5_K / Q3_K / Q2_K / IQ4_XS, integer path (unpacked tiles) ----------------------
+ * The same scheme as Q4_K / Q6_K: per pair c of 32-element sub-blocks of a super-block
+ * (elements 64c .. 64c+63 in order), the 64 weights as unsigned bytes, one VPDPBUSD
+ * with the activation pair (started from its offset vector for the zero-point types),
+ * then one FMA with (per-lane weight scale * d_a). Per type:
+ *  - Q5_K: Q4_K's nibbles plus the fifth bit from qh; its 8 scales and mins as Q4_K
+ *    (the same 12-byte packing), minimum per super-block against dsum (q_min).
+ *  - Q3_K: 2 low bits from qs, third bit from hmask: 0..7 = v + 4 (q_zero 4 per 16
+ *    elements in the activation's offset vector); 16 signed six-bit scales.
+ *  - Q2_K: 2-bit q 0..3, 16 four-bit scales and four-bit mins per 16 elements: the
+ *    minimum term per super-block is one 16-lane FMA against the per-16 dsum.
+ *  - IQ4_XS: nibble indices looked up (VPSHUFB) in the IQ4_NL table + 128 (q_signed:
+ *    the -128 * sum offset per 32); 8 six-bit scales - 32.
+ * Per element the sequence is fixed (super-blocks in order: the minimum FMA first,
+ * then pairs 0..3), whatever the tile: batch invariant. */
+
+/* Q5_K pair c: (nibble | fifth bit << 4), elements 64c .. 64c+63. */
+AI __m512i q5k_pair(const uint8_t *blk, int c) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * c)));
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL,
+                                        0x0004000400040004LL, 0x0004000400040004LL, 0, 0, 0, 0);
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16)));
+    const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8((char)(1u << (2 * c)))),
+                                           _mm256_set1_epi8((char)(1u << (2 * c + 1))), 1);
+    const __mmask64 k = _mm512_test_epi8_mask(h, bit);
+    return _mm512_or_si512(lo, _mm512_maskz_mov_epi8(k, _mm512_set1_epi8(0x10)));
+}
+
+/* Q2_K / Q3_K pair c: the 2-bit fields of qs bytes 32(c/2) .. +31 at shifts 4(c%2) and
+ * 4(c%2) + 2 (sub-blocks 2c, 2c+1). */
+AI __m512i q2b_pair(const uint8_t *qs, int c) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * (c >> 1))));
+    const long long s0 = 4 * (c & 1), s1 = s0 + 2;
+    const long long e0 = s0 * 0x0001000100010001LL, e1 = s1 * 0x0001000100010001LL;
+    const __m512i sh = _mm512_set_epi64(e1, e1, e1, e1, e0, e0, e0, e0);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(3));
+}
+
+/* Q3_K pair c: 2 low bits | hmask bit << 2 (0..7). */
+AI __m512i q3k_pair(const uint8_t *blk, int c) {
+    const __m512i lo = q2b_pair(blk + 32, c);
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)blk));
+    const int m0 = 4 * (c >> 1) + 2 * (c & 1);
+    const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8((char)(1u << m0))),
+                                           _mm256_set1_epi8((char)(1u << (m0 + 1))), 1);
+    const __mmask64 k = _mm512_test_epi8_mask(h, bit);
+    return _mm512_or_si512(lo, _mm512_maskz_mov_epi8(k, _mm512_set1_epi8(4)));
+}
+
+/* d * scale[0..15] of a Q3_K super-block (six-bit, stored + 32). */
+AI __m512 q3k_scales(const uint8_t *blk) {
+    uint32_t a[3], s[4];
+    memcpy(a, blk + 96, 12);
+    s[0] = (a[0] & 0x0F0F0F0Fu) | ((a[2] & 0x03030303u) << 4);
+    s[1] = (a[1] & 0x0F0F0F0Fu) | (((a[2] >> 2) & 0x03030303u) << 4);
+    s[2] = ((a[0] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> 4) & 0x03030303u) << 4);
+    s[3] = ((a[1] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> 6) & 0x03030303u) << 4);
+    const __m128i v = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)s), _mm_set1_epi8(32));
+    const __m512 d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 108)))));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)));
+}
+
+/* d * sc[0..15] and dmin * m[0..15] of a Q2_K super-block. */
+AI void q2k_scales(const uint8_t *blk, __m512 *dsc, __m512 *dm) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)blk));
+    const __m512 d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 80)))));
+    const __m512 dmin = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 82)))));
+    *dsc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(0xF))));
+    *dm = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4)));
+}
+
+/* IQ4_XS pair c: table value + 128 of elements 64c .. 64c+63 (sub-block 2c: qs bytes
+ * 32c .. +15, low nibbles then high; 2c+1: the next 16). */
+AI __m512i iq4xs_pair(const uint8_t *blk, int c) {
+    const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 8 + 32 * c)));
+    const __m512i vv = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), v);
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                        0x0004000400040004LL, 0x0004000400040004LL, 0, 0);
+    const __m512i idx = _mm512_and_si512(_mm512_srlv_epi16(vv, sh), _mm512_set1_epi8(0x0F));
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)quant_iq4nl_values),
+                                                             _mm_set1_epi8((char)0x80)));
+    return _mm512_shuffle_epi8(tab, idx);
+}
+
+/* d * (ls - 32) of the 8 sub-blocks of an IQ4_XS super-block (lanes 0-7). */
+AI __m512 iq4xs_scales(const uint8_t *blk) {
+    uint32_t L;
+    memcpy(&L, blk + 4, 4);
+    const __m128i lo = _mm_unpacklo_epi8(_mm_cvtsi32_si128((int)(L & 0x0F0F0F0Fu)),
+                                         _mm_cvtsi32_si128((int)((L >> 4) & 0x0F0F0F0Fu)));
+    const __m128i hv = _mm_srlv_epi16(_mm_set1_epi16((short)ld16(blk + 2)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14));
+    const __m128i hi = _mm_slli_epi16(_mm_and_si128(hv, _mm_set1_epi16(3)), 4);
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(lo), _mm256_cvtepu16_epi32(hi)),
+                                        _mm256_set1_epi32(32));
+    const __m256 d = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk)))));
+    return _mm512_castps256_ps512(_mm256_mul_ps(d, _mm256_cvtepi32_ps(ls)));
+}
+
+AI size_t kx_sb_bytes(ggml_type t) {
+    return t == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
+           : t == GGML_TYPE_Q3_K ? sizeof(block_q3_K)
+           : t == GGML_TYPE_Q2_K ? sizeof(block_q2_K)
+                                 : sizeof(block_iq4_xs);
+}
+
+/* Micro-kernel for Q5_K / Q3_K / Q2_K / IQ4_XS, NR rows x NT tokens (shape of kq_tile). */
+AI void kx_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, float *out, size_t out_stride) {
+    const size_t sbb = kx_sb_bytes(t);
+    /* 16 scales (one per 16 elements) or 8 (one per 32) */
+    const ggml_type sct = (t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K) ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
+    const int zp = t == GGML_TYPE_Q3_K || t == GGML_TYPE_IQ4_XS; /* offset vector */
+    __m512 acc[KQ_NR][KQ_NT];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        __m512 scl[KQ_NR];
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+            if (NR > 1) _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
+            if (t == GGML_TYPE_Q5_K) {
+                __m256 dm;
+                q4k_scales(blk, &scl[r], &dm);
+                for (int j = 0; j < NT; j++) {
+                    const float *dsum = (const float *)(act + (size_t)j * act_stride + a8_dsum_offset(4 * nsb)) + 8 * sb;
+                    acc[r][j] = _mm512_fnmadd_ps(_mm512_castps256_ps512(dm),
+                                                 _mm512_castps256_ps512(_mm256_loadu_ps(dsum)), acc[r][j]);
+                }
+            } else if (t == GGML_TYPE_Q2_K) {
+                __m512 dm;
+                q2k_scales(blk, &scl[r], &dm);
+                for (int j = 0; j < NT; j++) {
+                    const float *dsum = (const float *)(act + (size_t)j * act_stride + a8_dsum_offset(4 * nsb)) + 16 * sb;
+                    acc[r][j] = _mm512_fnmadd_ps(dm, _mm512_loadu_ps(dsum), acc[r][j]);
+                }
+            } else if (t == GGML_TYPE_Q3_K) {
+                scl[r] = q3k_scales(blk);
+            } else {
+                scl[r] = iq4xs_scales(blk);
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            __m512i wq[KQ_NR];
+            __m512 sv[KQ_NR];
+            for (int r = 0; r < NR; r++) {
+                const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+                wq[r] = t == GGML_TYPE_Q5_K   ? q5k_pair(blk, c)
+                        : t == GGML_TYPE_Q3_K ? q3k_pair(blk, c)
+                        : t == GGML_TYPE_Q2_K ? q2b_pair(blk + 16, c)
+                                              : iq4xs_pair(blk, c);
+                sv[r] = kq_pair_scale(sct, scl[r], c);
+            }
+            for (int j = 0; j < NT; j++) {
+                const a8_pair *ap = (const a8_pair *)(act + (size_t)j * act_stride) + 4 * sb + c;
+                const __m512i a = _mm512_loadu_si512(ap->qs);
+                const __m512 dv = _mm512_loadu_ps(ap->d);
+                const __m512i init = zp ? _mm512_loadu_si512(ap->bias) : _mm512_setzero_si512();
+                for (int r = 0; r < NR; r++) {
+                    const __m512i dot = _mm512_dpbusd_epi32(init, wq[r], a);
+                    acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sv[r], dv), acc[r][j]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+KERN_TILES(q5_K, kx_tile, GGML_TYPE_Q5_K, KQ_NR, KQ_NT, K / QK_K)
+KERN_TILES(q3_K, kx_tile, GGML_TYPE_Q3_K, KQ_NR, KQ_NT, K / QK_K)
+KERN_TILES(q2_K, kx_tile, GGML_TYPE_Q2_K, KQ_NR, KQ_NT, K / QK_K)
+KERN_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, K / QK_K)
+/* ---- end Q5_K / Q3_K / Q2_K / IQ4_XS ---------------------------------------------------- */
 
 /* ---- packed weights: 16 rows in lanes (Q8_0, Q4_0, Q4_K) --------------------------------
  * Prepared once (kern_pack): a group of 16 rows is interleaved so that one zmm holds
@@ -1111,6 +1293,10 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q4_0] = KERN_GEMM(q4_0, 4, 4),
              [GGML_TYPE_Q4_K] = KERN_GEMM(q4_K, KQ_NR, KQ_NT),
              [GGML_TYPE_Q6_K] = KERN_GEMM(q6_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q5_K] = KERN_GEMM(q5_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q3_K] = KERN_GEMM(q3_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q2_K] = KERN_GEMM(q2_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_IQ4_XS] = KERN_GEMM(iq4_xs, KQ_NR, KQ_NT),
              [GGML_TYPE_F32] = KERN_GEMM(f32, FNR, FNT),
              [GGML_TYPE_F16] = KERN_GEMM(f16, FNR, FNT),
              [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},
