@@ -101,9 +101,10 @@ typedef struct a8_block {
 } a8_block;
 
 /* Row (QUANT_ACT_Q8_32): a8_block[K / 32], then (q_min types) float dsum[K / 32] =
- * d_a * sum(a) per block. */
+ * d_a * sum(a) per block (Q2_K, q_group 16: dsum[K / 16], per 16 elements). */
 static size_t k2_act_row_bytes(const quant_traits *qt, int64_t K) {
-    return (size_t)(K / 32) * (sizeof(a8_block) + (qt->q_min ? sizeof(float) : 0));
+    const size_t nds = qt->q_min ? (size_t)(K / 32) * (qt->q_group == 16 ? 2 : 1) : 0;
+    return (size_t)(K / 32) * sizeof(a8_block) + nds * sizeof(float);
 }
 
 /* The offset vector: -q_zero * sum(a) per scale group (int32 lanes 0-7 cover 32 elements:
@@ -147,7 +148,12 @@ static void k2_act_prepare(const quant_traits *qt, const float *x, void *dst, in
         } else {
             ab[b].bias[0] = -M * (s0 + s1);
         }
-        if (qt->q_min) ((float *)(ab + K / 32))[b] = d * (float)(s0 + s1);
+        if (qt->q_min && qt->q_group == 16) { /* Q2_K: a minimum per 16 elements */
+            ((float *)(ab + K / 32))[2 * b] = d * (float)s0;
+            ((float *)(ab + K / 32))[2 * b + 1] = d * (float)s1;
+        } else if (qt->q_min) {
+            ((float *)(ab + K / 32))[b] = d * (float)(s0 + s1);
+        }
         for (int i = 0; i < 8; i++) ab[b].d[i] = d;
     }
 }
@@ -364,6 +370,178 @@ AI void kq_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
 
 K2_TILES(q4_K, kq_tile, GGML_TYPE_Q4_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+
+/* ---- Q5_K / Q3_K / Q2_K / IQ4_XS, integer path (unpacked tiles) ----------------------
+ * As Q4_K / Q6_K above, one 32-element sub-block at a time: unsigned quants (Q5_K:
+ * nibble + fifth bit; Q3_K: 2 bits + hmask bit, 0..7 with the -4 * sum per 16 in the
+ * offset vector; Q2_K: 2 bits) through VPMADDUBSW + VPMADDWD, IQ4_XS's signed table
+ * values (VPSHUFB) through the sign trick of Q8_0. Minimum terms (Q5_K: 8 per
+ * super-block against dsum, Q2_K: 16 against the per-16 dsum) first, per super-block.
+ * The per-element sequence is the same for every tile (see NACC): batch invariant. */
+
+/* Unsigned (IQ4_XS: signed) quants of sub-block j (32 elements, in order). */
+AI __m256i kx_block(ggml_type t, const uint8_t *blk, int j) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    if (t == GGML_TYPE_IQ4_XS) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 8 + 16 * j));
+        const __m256i vv = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+        const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+        return _mm256_shuffle_epi8(tab, _mm256_and_si256(vv, m4));
+    }
+    if (t == GGML_TYPE_Q5_K) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * (j >> 1)));
+        const __m256i lo = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+        const __m256i bm = _mm256_set1_epi8((char)(1u << j));
+        const __m256i h = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(blk + 16)), bm);
+        return _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(h, bm), _mm256_set1_epi8(0x10)));
+    }
+    /* Q2_K / Q3_K: 2-bit fields of qs bytes 32(j/4) .. +31 at shift 2(j%4) */
+    const uint8_t *qs = blk + (t == GGML_TYPE_Q2_K ? 16 : 32);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j >> 2)));
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (j & 3)), _mm256_set1_epi8(3));
+    if (t == GGML_TYPE_Q2_K) return lo;
+    const __m256i bm = _mm256_set1_epi8((char)(1u << j));
+    const __m256i h = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)blk), bm);
+    return _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(h, bm), _mm256_set1_epi8(4)));
+}
+
+/* Per super-block scales: dsc[0..7] (Q5_K, IQ4_XS: per 32) or dsc[0..15] (Q3_K, Q2_K:
+ * per 16); the minimum vectors dm[0..1] (Q5_K: dm[0]; Q2_K: both). */
+AI void kx_scales(ggml_type t, const uint8_t *blk, float *dsc, __m256 *dm) {
+    if (t == GGML_TYPE_Q5_K) {
+        q4k_scales8(blk, dsc, &dm[0]);
+    } else if (t == GGML_TYPE_Q2_K) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)blk);
+        const __m256 d = bcast_f16(ld16(blk + 80)), dmin = bcast_f16(ld16(blk + 82));
+        const __m256i s0 = _mm256_cvtepu8_epi32(b), s1 = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
+        const __m256i f = _mm256_set1_epi32(0xF);
+        _mm256_storeu_ps(dsc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(s0, f))));
+        _mm256_storeu_ps(dsc + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(s1, f))));
+        dm[0] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(s0, 4)));
+        dm[1] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(s1, 4)));
+    } else if (t == GGML_TYPE_Q3_K) {
+        uint32_t a[3], s[4];
+        memcpy(a, blk + 96, 12);
+        s[0] = (a[0] & 0x0F0F0F0Fu) | ((a[2] & 0x03030303u) << 4);
+        s[1] = (a[1] & 0x0F0F0F0Fu) | (((a[2] >> 2) & 0x03030303u) << 4);
+        s[2] = ((a[0] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> 4) & 0x03030303u) << 4);
+        s[3] = ((a[1] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> 6) & 0x03030303u) << 4);
+        const __m128i v = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)s), _mm_set1_epi8(32));
+        const __m256 d = bcast_f16(ld16(blk + 108));
+        _mm256_storeu_ps(dsc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+        _mm256_storeu_ps(dsc + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
+    } else { /* IQ4_XS */
+        uint32_t L;
+        memcpy(&L, blk + 4, 4);
+        const __m128i lo = _mm_unpacklo_epi8(_mm_cvtsi32_si128((int)(L & 0x0F0F0F0Fu)),
+                                             _mm_cvtsi32_si128((int)((L >> 4) & 0x0F0F0F0Fu)));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(ld16(blk + 2)),
+                                                              _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                            _mm256_set1_epi32(3));
+        const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(lo), _mm256_slli_epi32(hi, 4)),
+                                            _mm256_set1_epi32(32));
+        _mm256_storeu_ps(dsc, _mm256_mul_ps(bcast_f16(ld16(blk)), _mm256_cvtepi32_ps(ls)));
+    }
+}
+
+AI size_t kx_sb_bytes(ggml_type t) {
+    return t == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
+           : t == GGML_TYPE_Q3_K ? sizeof(block_q3_K)
+           : t == GGML_TYPE_Q2_K ? sizeof(block_q2_K)
+                                 : sizeof(block_iq4_xs);
+}
+
+/* One super-block sb of the tile into the chain acc (the kq_step sequence). */
+AI void kx_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, int64_t sb, __m256 (*acc)[KQ_NT]) {
+    const size_t sbb = kx_sb_bytes(t);
+    const int s16 = t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K; /* a scale per 16 */
+    const __m256i ones = _mm256_set1_epi16(1);
+    float dsc[KQ_MR][16];
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+        __m256 dm[2];
+        kx_scales(t, blk, dsc[r], dm);
+        if (t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q2_K) {
+            UNROLL
+            for (int jt = 0; jt < NT; jt++) {
+                const float *dsum = (const float *)((const a8_block *)(act + (size_t)jt * act_stride) + 8 * nsb);
+                if (t == GGML_TYPE_Q5_K) {
+                    acc[r][jt] = _mm256_fnmadd_ps(dm[0], _mm256_loadu_ps(dsum + 8 * sb), acc[r][jt]);
+                } else {
+                    acc[r][jt] = _mm256_fnmadd_ps(dm[0], _mm256_loadu_ps(dsum + 16 * sb), acc[r][jt]);
+                    acc[r][jt] = _mm256_fnmadd_ps(dm[1], _mm256_loadu_ps(dsum + 16 * sb + 8), acc[r][jt]);
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        __m256i wq[KQ_MR];
+        __m256 sv[KQ_MR];
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+            wq[r] = kx_block(t, blk, j);
+            sv[r] = !s16 ? _mm256_set1_ps(dsc[r][j])
+                         : _mm256_setr_ps(dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j],
+                                          dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1]);
+        }
+        UNROLL
+        for (int jt = 0; jt < NT; jt++) {
+            const a8_block *ab = (const a8_block *)(act + (size_t)jt * act_stride) + 8 * sb + j;
+            const __m256i a = _mm256_loadu_si256((const __m256i *)ab->qs);
+            const __m256 da = _mm256_loadu_ps(ab->d);
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                __m256i dot;
+                if (t == GGML_TYPE_IQ4_XS) {
+                    const __m256i aw = _mm256_sign_epi8(wq[r], wq[r]);
+                    const __m256i sa = _mm256_sign_epi8(a, wq[r]);
+                    dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones);
+                } else {
+                    dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], a), ones);
+                }
+                if (t == GGML_TYPE_Q3_K) dot = _mm256_add_epi32(dot, _mm256_loadu_si256((const __m256i *)ab->bias));
+                acc[r][jt] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv[r], da), acc[r][jt]);
+            }
+        }
+    }
+}
+
+/* Per element: super-block sb into chain sb % NACC (as kq_tile). */
+AI void kx_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, float *out, size_t out_stride) {
+    __m256 acc[NACC][KQ_MR][KQ_NT];
+    UNROLL
+    for (int c = 0; c < NACC; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            UNROLL
+            for (int jt = 0; jt < NT; jt++) acc[c][r][jt] = _mm256_setzero_ps();
+    if (FUSED(NR, NT)) {
+        int64_t sb = 0;
+        for (; sb + 2 <= nsb; sb += 2) {
+            kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[0]);
+            kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb + 1, acc[1]);
+        }
+        if (sb < nsb) kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[0]);
+    } else {
+        for (int64_t sb = 0; sb < nsb; sb += 2) kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[0]);
+        for (int64_t sb = 1; sb < nsb; sb += 2) kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[1]);
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        UNROLL
+        for (int jt = 0; jt < NT; jt++) out[(size_t)jt * out_stride + r] = hsum8(acc_combine(acc[0][r][jt], acc[1][r][jt]));
+}
+
+K2_TILES(q5_K, kx_tile, GGML_TYPE_Q5_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+K2_TILES(q3_K, kx_tile, GGML_TYPE_Q3_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+K2_TILES(q2_K, kx_tile, GGML_TYPE_Q2_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+K2_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+/* ---- end Q5_K / Q3_K / Q2_K / IQ4_XS ---------------------------------------------------- */
 
 /* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0; Q4_K, Q6_K below) ---------------
  * Prepared once (kern_pack): a group of 8 rows is interleaved so that one ymm holds the
@@ -1068,6 +1246,10 @@ static const kern_table k2_table = {
              [GGML_TYPE_Q4_0] = KERN_GEMM(q4_0, INR, INT),
              [GGML_TYPE_Q4_K] = KERN_GEMM(q4_K, KQ_NR, KQ_NT),
              [GGML_TYPE_Q6_K] = KERN_GEMM(q6_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q5_K] = KERN_GEMM(q5_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q3_K] = KERN_GEMM(q3_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q2_K] = KERN_GEMM(q2_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_IQ4_XS] = KERN_GEMM(iq4_xs, KQ_NR, KQ_NT),
              [GGML_TYPE_F32] = KERN_GEMM(f32, FNR, FNT),
              [GGML_TYPE_F16] = KERN_GEMM(f16, FNR, FNT),
              [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},
