@@ -41,6 +41,18 @@ static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
                 block_q4_K *blk = (block_q4_K *)row + b;
                 blk->d = ifd_f32_to_fp16(0.001f);
                 blk->dmin = ifd_f32_to_fp16(0.001f);
+            } else if (t == GGML_TYPE_Q5_K) {
+                block_q5_K *blk = (block_q5_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.001f);
+                blk->dmin = ifd_f32_to_fp16(0.001f);
+            } else if (t == GGML_TYPE_Q3_K) {
+                ((block_q3_K *)row + b)->d = ifd_f32_to_fp16(0.001f);
+            } else if (t == GGML_TYPE_Q2_K) {
+                block_q2_K *blk = (block_q2_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.002f);
+                blk->dmin = ifd_f32_to_fp16(0.001f);
+            } else if (t == GGML_TYPE_IQ4_XS) {
+                ((block_iq4_xs *)row + b)->d = ifd_f32_to_fp16(0.00005f);
             } else {
                 ((block_q6_K *)row + b)->d = ifd_f32_to_fp16(0.0005f);
             }
@@ -81,7 +93,8 @@ int main(int argc, char **argv) {
     const int lo = only >= 0 ? only : (env && *env ? (int)cpu_level_default() : 0);
     const int hi = only >= 0 ? only : (int)cpu_level_default();
     const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
-                               GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+                               GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+                               GGML_TYPE_Q5_K, GGML_TYPE_Q3_K, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_XS};
     const int64_t ROWS = 8192, K = 2048; /* the FFN gate/up shape */
     const int32_t TP = 512;
     enum { COPIES = 40 };
@@ -95,7 +108,7 @@ int main(int argc, char **argv) {
         ops_ctx_reserve(c, TP, K, 4096, 4);
         printf("level %s, %d threads — matmul %lld x %lld\n", cpu_level_name((cpu_level)level),
                ops_ctx_n_threads(c), (long long)ROWS, (long long)K);
-        printf("  %-5s %12s %12s %14s %14s\n", "type", "T=1 GB/s", "T=1 us", "T=16 GFLOP/s",
+        printf("  %-6s %12s %12s %14s %14s\n", "type", "T=1 GB/s", "T=1 us", "T=16 GFLOP/s",
                "T=512 GFLOP/s");
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
             wmat w[COPIES];
@@ -110,7 +123,7 @@ int main(int argc, char **argv) {
             /* a decode step of 16 sequences: weights from DRAM as at T = 1 */
             const double t16 = bench_matmul(c, w, n, x, out, 16, quick ? 2 : 5) / n;
             const double tp = bench_matmul(c, w, 1, x, out, TP, quick ? 1 : 3);
-            printf("  %-5s %12.1f %12.0f %14.1f %14.1f\n", ggml_type_get(types[ti])->name,
+            printf("  %-6s %12.1f %12.0f %14.1f %14.1f\n", ggml_type_get(types[ti])->name,
                    bytes / t1 / 1e9, t1 * 1e6, 2.0 * ROWS * K * 16 / t16 / 1e9,
                    2.0 * ROWS * K * TP / tp / 1e9);
             ops_ctx_drop_weights(c);
