@@ -405,6 +405,21 @@ AI __m256i kx_block(ggml_type t, const uint8_t *blk, int j) {
     return _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(h, bm), _mm256_set1_epi8(4)));
 }
 
+/* The 16 six-bit Q3_K scales - 32 as int8 (bytes 96..107: low nibbles in 0..7,
+ * high 2 bits in 8..11; see q3_K_scale in quant.c). */
+AI __m128i q3k_scales16(const uint8_t *blk) {
+    uint64_t a0;
+    uint32_t a2;
+    memcpy(&a0, blk + 96, 8);
+    memcpy(&a2, blk + 104, 4);
+    const __m128i raw = _mm_insert_epi32(_mm_cvtsi64_si128((long long)a0), (int)a2, 2);
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0x44), _mm_setr_epi32(0, 0, 4, 4)),
+                                     _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0xAA), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi32(hi, 4)), _mm_set1_epi8(32));
+}
+
 /* Per super-block scales: dsc[0..7] (Q5_K, IQ4_XS: per 32) or dsc[0..15] (Q3_K, Q2_K:
  * per 16); the minimum vectors dm[0..1] (Q5_K: dm[0]; Q2_K: both). */
 AI void kx_scales(ggml_type t, const uint8_t *blk, float *dsc, __m256 *dm) {
@@ -420,13 +435,7 @@ AI void kx_scales(ggml_type t, const uint8_t *blk, float *dsc, __m256 *dm) {
         dm[0] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(s0, 4)));
         dm[1] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(s1, 4)));
     } else if (t == GGML_TYPE_Q3_K) {
-        uint32_t a[3], s[4];
-        memcpy(a, blk + 96, 12);
-        s[0] = (a[0] & 0x0F0F0F0Fu) | ((a[2] & 0x03030303u) << 4);
-        s[1] = (a[1] & 0x0F0F0F0Fu) | (((a[2] >> 2) & 0x03030303u) << 4);
-        s[2] = ((a[0] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> 4) & 0x03030303u) << 4);
-        s[3] = ((a[1] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> 6) & 0x03030303u) << 4);
-        const __m128i v = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)s), _mm_set1_epi8(32));
+        const __m128i v = q3k_scales16(blk);
         const __m256 d = bcast_f16(ld16(blk + 108));
         _mm256_storeu_ps(dsc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
         _mm256_storeu_ps(dsc + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));

@@ -433,15 +433,20 @@ AI __m512i q3k_pair(const uint8_t *blk, int c) {
     return _mm512_or_si512(lo, _mm512_maskz_mov_epi8(k, _mm512_set1_epi8(4)));
 }
 
+/* The 16 six-bit Q3_K scales - 32 as int8 (bytes 96..107: low nibbles in 0..7,
+ * high 2 bits in 8..11; see q3_K_scale in quant.c), vector only. */
+AI __m128i q3k_scales16(const uint8_t *blk) {
+    const __m128i raw = _mm_maskz_loadu_epi8(0x0FFF, blk + 96); /* the 12 bytes only */
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0x44), _mm_setr_epi32(0, 0, 4, 4)),
+                                     _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0xAA), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi32(hi, 4)), _mm_set1_epi8(32));
+}
+
 /* d * scale[0..15] of a Q3_K super-block (six-bit, stored + 32). */
 AI __m512 q3k_scales(const uint8_t *blk) {
-    uint32_t a[3], s[4];
-    memcpy(a, blk + 96, 12);
-    s[0] = (a[0] & 0x0F0F0F0Fu) | ((a[2] & 0x03030303u) << 4);
-    s[1] = (a[1] & 0x0F0F0F0Fu) | (((a[2] >> 2) & 0x03030303u) << 4);
-    s[2] = ((a[0] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> 4) & 0x03030303u) << 4);
-    s[3] = ((a[1] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> 6) & 0x03030303u) << 4);
-    const __m128i v = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)s), _mm_set1_epi8(32));
+    const __m128i v = q3k_scales16(blk);
     const __m512 d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 108)))));
     return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)));
 }
@@ -892,6 +897,114 @@ AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
 #define PK_Q6K_1(g, a, as, K, o, os, pf) pk_q6k_body(1, g, a, as, (K) / QK_K, o, os, pf)
 PK_GEMM(pk_gemm_q6_K, PK_Q6K_NT, PK_Q6K_1, PK_6NT)
 
+/* ---- packed Q5_K: 16 rows in lanes ---------------------------------------------------
+ * Q4_K's group layout plus the fifth bits, per super-block (2880 bytes): f16 d[16],
+ * f16 dmin[16], u8 sc[8][16], u8 m[8][16], then per 64-element chunk c (640 bytes):
+ * the 32 nibble bytes of each row as 8 column groups (low nibbles sub-block 2c, high
+ * 2c+1; as Q4_K) and two 64-byte vectors of fifth bits (sub-block 2c, then 2c+1): byte
+ * 4i + k of row i holds bit g <- the fifth bit of element 4g + k of the sub-block.
+ * 180 bytes a row vs 176. The per-lane sequence is pk_q4k_body's (two FMAs per chunk,
+ * then the 8 minimum terms per super-block), whatever the token tile. */
+#define PK_5SB 2880
+#define PK_5NT 6
+
+static size_t pk_gb_q5_K(int64_t K) {
+    return (size_t)(K / QK_K) * PK_5SB;
+}
+
+static void pk_pack_q5_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, pk_gb_q5_K(K));
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * PK_5SB;
+        for (int i = 0; i < PK_NR; i++) {
+            const block_q5_K *blk = (const block_q5_K *)(w + (size_t)i * rb) + s;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            memcpy(sb + 32 + 2 * i, &blk->dmin, 2);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                quant_q4_K_scale_min(j, blk->scales, &sc, &m);
+                sb[64 + 16 * j + i] = sc;
+                sb[192 + 16 * j + i] = m;
+            }
+            for (int c = 0; c < 4; c++) {
+                uint8_t *ch = sb + 320 + 640 * c;
+                for (int g = 0; g < 8; g++)
+                    for (int k = 0; k < 4; k++) {
+                        const int l = 4 * g + k;
+                        ch[64 * g + 4 * i + k] = blk->qs[32 * c + l];
+                        for (int h = 0; h < 2; h++)
+                            if (blk->qh[l] & (1u << (2 * c + h))) ch[512 + 64 * h + 4 * i + k] |= (uint8_t)(1u << g);
+                    }
+            }
+        }
+    }
+}
+
+/* Fifth bit of column group g (the vector H of a sub-block) at bit 4 of each byte. */
+AI __m512i pk5_hbit(__m512i H, int g) {
+    const __m512i v = g <= 4 ? _mm512_slli_epi16(H, (unsigned)(4 - g)) : _mm512_srli_epi16(H, (unsigned)(g - 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x10));
+}
+
+/* One 16-row group x NT tokens, Q5_K. */
+AI void pk_q5k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os, int pf) {
+    const int64_t np = 4 * nsb;
+    const float *da[PK_5NT], *ds[PK_5NT];
+    __m512 acc[PK_5NT];
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * as;
+        da[j] = (const float *)(aj + a8_da_offset(np));
+        ds[j] = (const float *)(aj + a8_dsum_offset(np));
+        acc[j] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * PK_5SB;
+        const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb));
+        for (int c = 0; c < 4; c++) {
+            __m512i i0[PK_5NT], i1[PK_5NT];
+            for (int j = 0; j < NT; j++) i0[j] = i1[j] = _mm512_setzero_si512();
+            const uint8_t *q = sb + 320 + 640 * c;
+            const size_t aoff = (size_t)(4 * s + c) * sizeof(a8_pair);
+            if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
+                for (int l = 0; l < 10; l++) _mm_prefetch((const char *)q + PK_PF + 64 * l, _MM_HINT_T0);
+            const __m512i H0 = _mm512_load_si512(q + 512), H1 = _mm512_load_si512(q + 576);
+            for (int g = 0; g < 8; g++) {
+                const __m512i v = _mm512_load_si512(q + 64 * g);
+                const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), pk5_hbit(H0, g));
+                const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), pk5_hbit(H1, g));
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = act + (size_t)j * as + aoff;
+                    i0[j] = _mm512_dpbusd_epi32(i0[j], lo, _mm512_set1_epi32(ld32i(a + 4 * g)));
+                    i1[j] = _mm512_dpbusd_epi32(i1[j], hi, _mm512_set1_epi32(ld32i(a + 32 + 4 * g)));
+                }
+            }
+            const __m512 s0 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 64 + 32 * c)))));
+            const __m512 s1 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 80 + 32 * c)))));
+            const int64_t b0 = 8 * s + 2 * c;
+            for (int j = 0; j < NT; j++) {
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[j]), _mm512_mul_ps(s0, _mm512_set1_ps(da[j][b0])), acc[j]);
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[j]), _mm512_mul_ps(s1, _mm512_set1_ps(da[j][b0 + 1])), acc[j]);
+            }
+        }
+        const __m512 mv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sb + 32)));
+        for (int k = 0; k < 8; k++) {
+            const __m512 mm = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 192 + 16 * k)))));
+            for (int j = 0; j < NT; j++)
+                acc[j] = _mm512_fnmadd_ps(mm, _mm512_set1_ps(ds[j][8 * s + k]), acc[j]);
+        }
+    }
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+#define PK_Q5K_NT(g, a, as, K, o, os, pf) pk_q5k_body(PK_5NT, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q5K_1(g, a, as, K, o, os, pf) pk_q5k_body(1, g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_q5_K, PK_Q5K_NT, PK_Q5K_1, PK_5NT)
+/* ---- end packed Q5_K -------------------------------------------------------------------- */
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 /* 16 weights at element k of a row of type t (F32 for dequantized scratch rows). */
@@ -1304,6 +1417,7 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q4_0] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_q4_0},
              [GGML_TYPE_Q4_K] = {PK_NR, pk_gb_q4_K, pk_pack_q4_K, pk_gemm_q4_K},
              [GGML_TYPE_Q6_K] = {PK_NR, pk_gb_q6_K, pk_pack_q6_K, pk_gemm_q6_K},
+             [GGML_TYPE_Q5_K] = {PK_NR, pk_gb_q5_K, pk_pack_q5_K, pk_gemm_q5_K},
              [GGML_TYPE_F32] = {FP_NR, fp_gb_f32, fp_pack_f32, fp_gemm_f32},
              [GGML_TYPE_F16] = {FP_NR, fp_gb_h, fp_pack_f16, fp_gemm_f16},
              [GGML_TYPE_BF16] = {FP_NR, fp_gb_h, fp_pack_bf16, fp_gemm_bf16}},
