@@ -927,6 +927,118 @@ static void p2_gemm_q6_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
     }
 }
 
+/* ---- packed Q5_K: 8 rows in lanes ----------------------------------------------------
+ * Q4_K's group layout plus the fifth bits, per super-block (1440 bytes): f16 d[8], f16
+ * dmin[8], u8 sc[8][8], u8 m[8][8], then per 64-element chunk c (320 bytes) the nibble
+ * bytes as Q4_K (8 column groups of 32 bytes) and two 32-byte vectors of fifth bits
+ * (sub-block 2c, then 2c+1): byte 4i + k of row i holds bit g <- the fifth bit of
+ * element 4g + k. 180 bytes a row vs 176. Quants reach 31, so the int16 products are
+ * summed four at a time (4 * 31 * 127 * 2 < 32768) before VPMADDWD, two VPMADDWD per
+ * sub-block; otherwise p2_q4k_body's per-lane sequence, whatever the token tile. */
+#define P2_5SB 1440
+
+static size_t p2_gb_q5_K(int64_t K) {
+    return (size_t)(K / QK_K) * P2_5SB;
+}
+
+static void p2_pack_q5_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, p2_gb_q5_K(K));
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * P2_5SB;
+        for (int i = 0; i < P2_NR; i++) {
+            const block_q5_K *blk = (const block_q5_K *)(w + (size_t)i * rb) + s;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            memcpy(sb + 16 + 2 * i, &blk->dmin, 2);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                quant_q4_K_scale_min(j, blk->scales, &sc, &m);
+                sb[32 + 8 * j + i] = sc;
+                sb[96 + 8 * j + i] = m;
+            }
+            for (int c = 0; c < 4; c++) {
+                uint8_t *ch = sb + 160 + 320 * c;
+                for (int g = 0; g < 8; g++)
+                    for (int k = 0; k < 4; k++) {
+                        const int l = 4 * g + k;
+                        ch[32 * g + 4 * i + k] = blk->qs[32 * c + l];
+                        for (int h = 0; h < 2; h++)
+                            if (blk->qh[l] & (1u << (2 * c + h))) ch[256 + 32 * h + 4 * i + k] |= (uint8_t)(1u << g);
+                    }
+            }
+        }
+    }
+}
+
+/* Fifth bit of column group g (the vector H of a sub-block) at bit 4 of each byte. */
+AI __m256i p25_hbit(__m256i H, int g) {
+    const __m256i v = g <= 4 ? _mm256_slli_epi16(H, 4 - g) : _mm256_srli_epi16(H, g - 4);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* One 8-row group x NT tokens, Q5_K. */
+AI void p2_q5k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os, int pf) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[P2_KNT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * P2_5SB;
+        if (pf)
+            for (int l = 0; l < P2_5SB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        for (int k = 0; k < 8; k++) {
+            const uint8_t *q = sb + 160 + 320 * (k >> 1);
+            const __m256i H = _mm256_loadu_si256((const __m256i *)(q + 256 + 32 * (k & 1)));
+            __m256i wq[8];
+            UNROLL
+            for (int g = 0; g < 8; g++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
+                const __m256i n = (k & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                wq[g] = _mm256_or_si256(n, p25_hbit(H, g));
+            }
+            const __m256 sv = _mm256_mul_ps(dv, u8x8_ps(sb + 32 + 8 * k));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + k;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i p[4];
+                UNROLL
+                for (int g = 0; g < 4; g++)
+                    p[g] = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2 * g], bc32(a + 8 * g)),
+                                            _mm256_maddubs_epi16(wq[2 * g + 1], bc32(a + 8 * g + 4)));
+                const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[0], p[1]), ones),
+                                                     _mm256_madd_epi16(_mm256_add_epi16(p[2], p[3]), ones));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        }
+        const __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
+        for (int k = 0; k < 8; k++) {
+            const __m256 mm = _mm256_mul_ps(mv, u8x8_ps(sb + 96 + 8 * k));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const float *dsum = (const float *)((const a8_block *)(act + (size_t)j * as) + 8 * nsb);
+                acc[j] = _mm256_fnmadd_ps(mm, _mm256_set1_ps(dsum[8 * s + k]), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+static void p2_gemm_q5_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
+                         int64_t K, float *out, size_t os, int32_t nt) {
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *gp = grp + (size_t)g * gb;
+        float *og = out + (size_t)g * P2_NR;
+        int32_t j = 0;
+        for (; j + P2_KNT <= nt; j += P2_KNT)
+            p2_q5k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        for (; j < nt; j++) p2_q5k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+    }
+}
+/* ---- end packed Q5_K -------------------------------------------------------------------- */
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 AI __m256 ld_w8(ggml_type t, const uint8_t *row, int64_t k) {
@@ -1269,6 +1381,7 @@ static const kern_table k2_table = {
              [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0},
              [GGML_TYPE_Q4_K] = {P2_NR, p2_gb_q4_K, p2_pack_q4_K, p2_gemm_q4_K},
              [GGML_TYPE_Q6_K] = {P2_NR, p2_gb_q6_K, p2_pack_q6_K, p2_gemm_q6_K},
+             [GGML_TYPE_Q5_K] = {P2_NR, p2_gb_q5_K, p2_pack_q5_K, p2_gemm_q5_K},
              [GGML_TYPE_F32] = {F2_NR, f2_gb_f32, f2_pack_f32, f2_gemm_f32},
              [GGML_TYPE_F16] = {F2_NR, f2_gb_h, f2_pack_f16, f2_gemm_f16},
              [GGML_TYPE_BF16] = {F2_NR, f2_gb_h, f2_pack_bf16, f2_gemm_bf16}},
