@@ -148,14 +148,16 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
         const int lv = ops_ctx_level(c);
         const bool iq = t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
                         t == GGML_TYPE_Q6_K;
-        /* Q5_K: 16-row groups at AVX-512, 8-row groups at AVX2 */
-        const bool pk16 = t == GGML_TYPE_Q5_K && ((lv == CPU_LEVEL_AVX512 && rows % 16 == 0) ||
-                                                  (lv == CPU_LEVEL_AVX2 && rows % 8 == 0));
+        /* Q5_K: 16-row groups at AVX-512, 8-row groups at AVX2; IQ4_XS: 16-row groups
+         * at AVX-512 */
+        const bool packs_ksb = (t == GGML_TYPE_Q5_K && ((lv == CPU_LEVEL_AVX512 && rows % 16 == 0) ||
+                                                  (lv == CPU_LEVEL_AVX2 && rows % 8 == 0))) ||
+                          (t == GGML_TYPE_IQ4_XS && lv == CPU_LEVEL_AVX512 && rows % 16 == 0);
         const bool fl = (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) &&
                         K % 32 == 0;
         const bool packs = (lv == CPU_LEVEL_AVX512 && ((iq && rows % 16 == 0) || (fl && rows % 64 == 0))) ||
                            (lv == CPU_LEVEL_AVX2 && ((iq && rows % 8 == 0) || (fl && rows % 16 == 0)));
-        CHECKF((ops_ctx_prepared_bytes(c) > 0) == (packs || pk16), "%s rows %lld: prepared %zu bytes",
+        CHECKF((ops_ctx_prepared_bytes(c) > 0) == (packs || packs_ksb), "%s rows %lld: prepared %zu bytes",
                tname(t), (long long)rows, ops_ctx_prepared_bytes(c));
     }
     float *x = rand_vec((size_t)T * K, 2.0f);
