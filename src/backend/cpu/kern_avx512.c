@@ -1087,6 +1087,146 @@ AI void pk_iq4xs_body(const int NT, const uint8_t *grp, const uint8_t *act, size
 PK_GEMM(pk_gemm_iq4_xs, PK_XS_NT, PK_XS_1, PK_XNT)
 /* ---- end packed IQ4_XS ------------------------------------------------------------------ */
 
+/* ---- packed Q3_K / Q2_K: 16 rows in lanes --------------------------------------------
+ * Per super-block: f16 d[16], (Q2_K) f16 dmin[16] (64 bytes), the 16 scales of each row
+ * as [16][16] bytes (scale group x row; Q3_K: int8 ls - 32; Q2_K: the original byte,
+ * scale in the low nibble, min in the high one), then per 32-element sub-block b two
+ * 64-byte vectors of 2-bit fields (vector h, byte 4i + k of row i, bits 2u..2u+1 <-
+ * element 4(4h + u) + k) and (Q3_K) one vector of third bits (bit g <- element 4g + k).
+ * Q3_K: 1856 bytes (116 a row vs 110), Q2_K: 1344 (84, as the original). Per sub-block
+ * and token: two integer dots of 16 elements (Q3_K: from the -4 * sum offsets of the
+ * activation), each one FMA with (d * scale) * d_a; Q2_K then 16 minimum FMAs per
+ * super-block against the per-16 dsum. A fixed per-lane sequence whatever the tile. */
+#define PK_3SB 1856
+#define PK_2SB 1344
+#define PK_23NT 6
+
+AI size_t pk23_sbb(ggml_type t) {
+    return t == GGML_TYPE_Q3_K ? PK_3SB : PK_2SB;
+}
+static size_t pk_gb_q3_K(int64_t K) {
+    return (size_t)(K / QK_K) * PK_3SB;
+}
+static size_t pk_gb_q2_K(int64_t K) {
+    return (size_t)(K / QK_K) * PK_2SB;
+}
+
+/* Element e (0..255) of a Q2_K / Q3_K super-block: 2-bit field and (Q3_K) third bit. */
+static void pk23_elem(ggml_type t, const uint8_t *blk, int e, int *q2, int *h) {
+    const int s = e / 32, l = e % 32, n = s / 4, j = s % 4;
+    const uint8_t *qs = blk + (t == GGML_TYPE_Q3_K ? 32 : 16);
+    *q2 = (qs[32 * n + l] >> (2 * j)) & 3;
+    *h = t == GGML_TYPE_Q3_K ? (blk[l] >> s) & 1 : 0;
+}
+
+static void pk_pack_q23(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    const size_t sbb = pk23_sbb(t), bb = t == GGML_TYPE_Q3_K ? sizeof(block_q3_K) : sizeof(block_q2_K);
+    const size_t q0 = 320, vb = t == GGML_TYPE_Q3_K ? 192 : 128;
+    memset(dst, 0, (size_t)(K / QK_K) * sbb);
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * sbb;
+        for (int i = 0; i < PK_NR; i++) {
+            const uint8_t *blk = w + (size_t)i * rb + (size_t)s * bb;
+            if (t == GGML_TYPE_Q3_K) {
+                memcpy(sb + 2 * i, blk + 108, 2);
+                uint8_t sc[16];
+                _mm_storeu_si128((__m128i *)sc, q3k_scales16(blk));
+                for (int g = 0; g < 16; g++) sb[64 + 16 * g + i] = sc[g];
+            } else {
+                memcpy(sb + 2 * i, blk + 80, 2);
+                memcpy(sb + 32 + 2 * i, blk + 82, 2);
+                for (int g = 0; g < 16; g++) sb[64 + 16 * g + i] = blk[g];
+            }
+            for (int e = 0; e < QK_K; e++) {
+                int q2, h;
+                pk23_elem(t, blk, e, &q2, &h);
+                const int b = e / 32, g = (e % 32) / 4, k = e % 4;
+                uint8_t *v = sb + q0 + vb * (size_t)b;
+                v[64 * (g / 4) + 4 * i + k] |= (uint8_t)(q2 << (2 * (g % 4)));
+                if (t == GGML_TYPE_Q3_K) v[128 + 4 * i + k] |= (uint8_t)(h << g);
+            }
+        }
+    }
+}
+static void pk_pack_q3_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    pk_pack_q23(GGML_TYPE_Q3_K, dst, w, rb, K);
+}
+static void pk_pack_q2_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    pk_pack_q23(GGML_TYPE_Q2_K, dst, w, rb, K);
+}
+
+/* One 16-row group x NT tokens, Q3_K / Q2_K. */
+AI void pk_q23_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
+                    int64_t nsb, float *out, size_t os, int pf) {
+    const int64_t np = 4 * nsb;
+    const size_t sbb = pk23_sbb(t), vb = t == GGML_TYPE_Q3_K ? 192 : 128;
+    const float *da[PK_23NT], *ds[PK_23NT];
+    __m512 acc[PK_23NT];
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * as;
+        da[j] = (const float *)(aj + a8_da_offset(np));
+        ds[j] = (const float *)(aj + a8_dsum_offset(np));
+        acc[j] = _mm512_setzero_ps();
+    }
+    const __m512i m3 = _mm512_set1_epi8(3), m4b = _mm512_set1_epi8(4), mf = _mm512_set1_epi32(0xF);
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * sbb;
+        const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb));
+        for (int b = 0; b < 8; b++) {
+            const uint8_t *q = sb + 320 + vb * (size_t)b;
+            const int64_t bi = 8 * s + b;
+            const size_t aoff = (size_t)(bi >> 1) * sizeof(a8_pair);
+            const int hh = (int)(bi & 1);
+            if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
+                for (size_t l = 0; l < vb; l += 64) _mm_prefetch((const char *)q + PK_PF + l, _MM_HINT_T0);
+            __m512i ia[2][PK_23NT];
+            for (int j = 0; j < NT; j++) {
+                const a8_pair *ap = (const a8_pair *)(act + (size_t)j * as + aoff);
+                for (int u = 0; u < 2; u++)
+                    ia[u][j] = t == GGML_TYPE_Q3_K ? _mm512_set1_epi32(ap->bias[8 * hh + 4 * u]) : _mm512_setzero_si512();
+            }
+            const __m512i H = t == GGML_TYPE_Q3_K ? _mm512_load_si512(q + 128) : _mm512_setzero_si512();
+            for (int g = 0; g < 8; g++) {
+                const __m512i V = _mm512_load_si512(q + 64 * (g >> 2));
+                __m512i wq = _mm512_and_si512(_mm512_srli_epi16(V, (unsigned)(2 * (g & 3))), m3);
+                if (t == GGML_TYPE_Q3_K) {
+                    const __m512i hb = g <= 2 ? _mm512_slli_epi16(H, (unsigned)(2 - g)) : _mm512_srli_epi16(H, (unsigned)(g - 2));
+                    wq = _mm512_or_si512(wq, _mm512_and_si512(hb, m4b));
+                }
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = act + (size_t)j * as + aoff + 32 * (size_t)hh;
+                    ia[g >> 2][j] = _mm512_dpbusd_epi32(ia[g >> 2][j], wq, _mm512_set1_epi32(ld32i(a + 4 * g)));
+                }
+            }
+            for (int u = 0; u < 2; u++) {
+                const __m128i sc8 = _mm_load_si128((const __m128i *)(sb + 64 + 16 * (2 * b + u)));
+                const __m512i sci = t == GGML_TYPE_Q3_K ? _mm512_cvtepi8_epi32(sc8)
+                                                        : _mm512_and_si512(_mm512_cvtepu8_epi32(sc8), mf);
+                const __m512 sv = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(sci));
+                for (int j = 0; j < NT; j++)
+                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[u][j]), _mm512_mul_ps(sv, _mm512_set1_ps(da[j][bi])), acc[j]);
+            }
+        }
+        if (t == GGML_TYPE_Q2_K) {
+            const __m512 mv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sb + 32)));
+            for (int g = 0; g < 16; g++) {
+                const __m512i m = _mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sb + 64 + 16 * g))), 4);
+                const __m512 mm = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(m));
+                for (int j = 0; j < NT; j++)
+                    acc[j] = _mm512_fnmadd_ps(mm, _mm512_set1_ps(ds[j][16 * s + g]), acc[j]);
+            }
+        }
+    }
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+#define PK_Q3K_NT(g, a, as, K, o, os, pf) pk_q23_body(PK_23NT, GGML_TYPE_Q3_K, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q3K_1(g, a, as, K, o, os, pf) pk_q23_body(1, GGML_TYPE_Q3_K, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q2K_NT(g, a, as, K, o, os, pf) pk_q23_body(PK_23NT, GGML_TYPE_Q2_K, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q2K_1(g, a, as, K, o, os, pf) pk_q23_body(1, GGML_TYPE_Q2_K, g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_q3_K, PK_Q3K_NT, PK_Q3K_1, PK_23NT)
+PK_GEMM(pk_gemm_q2_K, PK_Q2K_NT, PK_Q2K_1, PK_23NT)
+/* ---- end packed Q3_K / Q2_K ------------------------------------------------------------- */
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 /* 16 weights at element k of a row of type t (F32 for dequantized scratch rows). */
@@ -1501,6 +1641,8 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q6_K] = {PK_NR, pk_gb_q6_K, pk_pack_q6_K, pk_gemm_q6_K},
              [GGML_TYPE_Q5_K] = {PK_NR, pk_gb_q5_K, pk_pack_q5_K, pk_gemm_q5_K},
              [GGML_TYPE_IQ4_XS] = {PK_NR, pk_gb_iq4_xs, pk_pack_iq4_xs, pk_gemm_iq4_xs},
+             [GGML_TYPE_Q3_K] = {PK_NR, pk_gb_q3_K, pk_pack_q3_K, pk_gemm_q3_K},
+             [GGML_TYPE_Q2_K] = {PK_NR, pk_gb_q2_K, pk_pack_q2_K, pk_gemm_q2_K},
              [GGML_TYPE_F32] = {FP_NR, fp_gb_f32, fp_pack_f32, fp_gemm_f32},
              [GGML_TYPE_F16] = {FP_NR, fp_gb_h, fp_pack_f16, fp_gemm_f16},
              [GGML_TYPE_BF16] = {FP_NR, fp_gb_h, fp_pack_bf16, fp_gemm_bf16}},
