@@ -148,12 +148,12 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
         const int lv = ops_ctx_level(c);
         const bool iq = t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q4_K ||
                         t == GGML_TYPE_Q6_K;
-        /* Q5_K: 16-row groups at AVX-512, 8-row groups at AVX2; IQ4_XS, Q3_K,
-         * Q2_K: 16-row groups at AVX-512 */
-        const bool packs_ksb = (t == GGML_TYPE_Q5_K && ((lv == CPU_LEVEL_AVX512 && rows % 16 == 0) ||
-                                                  (lv == CPU_LEVEL_AVX2 && rows % 8 == 0))) ||
-                          ((t == GGML_TYPE_IQ4_XS || t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K) &&
-                           lv == CPU_LEVEL_AVX512 && rows % 16 == 0);
+        /* Q5_K, IQ4_XS: 16-row groups at AVX-512, 8-row groups at AVX2; Q3_K, Q2_K:
+         * 16-row groups at AVX-512 only */
+        const bool k16 = t == GGML_TYPE_Q5_K || t == GGML_TYPE_IQ4_XS || t == GGML_TYPE_Q3_K ||
+                         t == GGML_TYPE_Q2_K, k8 = t == GGML_TYPE_Q5_K || t == GGML_TYPE_IQ4_XS;
+        const bool packs_ksb = (lv == CPU_LEVEL_AVX512 && k16 && rows % 16 == 0) ||
+                               (lv == CPU_LEVEL_AVX2 && k8 && rows % 8 == 0);
         const bool fl = (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) &&
                         K % 32 == 0;
         const bool packs = (lv == CPU_LEVEL_AVX512 && ((iq && rows % 16 == 0) || (fl && rows % 64 == 0))) ||

@@ -1039,6 +1039,95 @@ static void p2_gemm_q5_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
 }
 /* ---- end packed Q5_K -------------------------------------------------------------------- */
 
+/* ---- packed IQ4_XS: 8 rows in lanes --------------------------------------------------
+ * Per super-block (1120 bytes): f16 d[8], int8 (ls - 32)[8][8] (sub-block x row, 80
+ * bytes with padding), then per 32-element sub-block 128 bytes: the 16 index bytes of
+ * each row as 4 column groups of 32 bytes (low nibbles: elements 4c .., high: 16 + 4c ..;
+ * as packed Q4_0). VPSHUFB gives the signed table values; the dot is packed Q8_0's
+ * (|w| against the activation with w's sign, each VPMADDUBSW widened on its own), then
+ * one FMA per sub-block and token with (d * (ls - 32)) * d_a. 140 bytes a row vs 136. */
+#define P2_XSB 1120
+#define P2_XNT 4
+
+static size_t p2_gb_iq4_xs(int64_t K) {
+    return (size_t)(K / QK_K) * P2_XSB;
+}
+
+static void p2_pack_iq4_xs(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, p2_gb_iq4_xs(K));
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * P2_XSB;
+        for (int i = 0; i < P2_NR; i++) {
+            const block_iq4_xs *blk = (const block_iq4_xs *)(w + (size_t)i * rb) + s;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            for (int b = 0; b < 8; b++) {
+                const int ls = ((blk->scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | (((blk->scales_h >> (2 * b)) & 3) << 4);
+                sb[16 + 8 * b + i] = (uint8_t)(int8_t)(ls - 32);
+                for (int c = 0; c < 4; c++) memcpy(sb + 96 + 128 * b + 32 * c + 4 * i, blk->qs + 16 * b + 4 * c, 4);
+            }
+        }
+    }
+}
+
+/* One 8-row group x NT tokens, IQ4_XS. */
+AI void p2_iq4xs_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                      float *out, size_t os, int pf) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+    __m256 acc[P2_XNT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * P2_XSB;
+        if (pf)
+            for (int l = 0; l < P2_XSB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        for (int b = 0; b < 8; b++) {
+            const uint8_t *q = sb + 96 + 128 * b;
+            __m256i wv[8], aw[8];
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                wv[c] = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
+                wv[4 + c] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            }
+            UNROLL
+            for (int c = 0; c < 8; c++) aw[c] = _mm256_abs_epi8(wv[c]);
+            const __m256 sv = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 16 + 8 * b)))));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + b;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i p[8];
+                UNROLL
+                for (int c = 0; c < 8; c++) {
+                    const uint8_t *ac = a + (c < 4 ? 4 * c : 16 + 4 * (c - 4));
+                    p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bc32(ac), wv[c])), ones);
+                }
+                const __m256i dot = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])),
+                    _mm256_add_epi32(_mm256_add_epi32(p[4], p[5]), _mm256_add_epi32(p[6], p[7])));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+static void p2_gemm_iq4_xs(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
+                           int64_t K, float *out, size_t os, int32_t nt) {
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *gp = grp + (size_t)g * gb;
+        float *og = out + (size_t)g * P2_NR;
+        int32_t j = 0;
+        for (; j + P2_XNT <= nt; j += P2_XNT)
+            p2_iq4xs_body(P2_XNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        for (; j < nt; j++) p2_iq4xs_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+    }
+}
+/* ---- end packed IQ4_XS ------------------------------------------------------------------ */
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 AI __m256 ld_w8(ggml_type t, const uint8_t *row, int64_t k) {
@@ -1382,6 +1471,7 @@ static const kern_table k2_table = {
              [GGML_TYPE_Q4_K] = {P2_NR, p2_gb_q4_K, p2_pack_q4_K, p2_gemm_q4_K},
              [GGML_TYPE_Q6_K] = {P2_NR, p2_gb_q6_K, p2_pack_q6_K, p2_gemm_q6_K},
              [GGML_TYPE_Q5_K] = {P2_NR, p2_gb_q5_K, p2_pack_q5_K, p2_gemm_q5_K},
+             [GGML_TYPE_IQ4_XS] = {P2_NR, p2_gb_iq4_xs, p2_pack_iq4_xs, p2_gemm_iq4_xs},
              [GGML_TYPE_F32] = {F2_NR, f2_gb_f32, f2_pack_f32, f2_gemm_f32},
              [GGML_TYPE_F16] = {F2_NR, f2_gb_h, f2_pack_f16, f2_gemm_f16},
              [GGML_TYPE_BF16] = {F2_NR, f2_gb_h, f2_pack_bf16, f2_gemm_bf16}},
