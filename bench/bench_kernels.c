@@ -41,6 +41,18 @@ static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
                 block_q4_K *blk = (block_q4_K *)row + b;
                 blk->d = ifd_f32_to_fp16(0.001f);
                 blk->dmin = ifd_f32_to_fp16(0.001f);
+            } else if (t == GGML_TYPE_Q5_K) {
+                block_q5_K *blk = (block_q5_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.001f);
+                blk->dmin = ifd_f32_to_fp16(0.001f);
+            } else if (t == GGML_TYPE_Q3_K) {
+                ((block_q3_K *)row + b)->d = ifd_f32_to_fp16(0.001f);
+            } else if (t == GGML_TYPE_Q2_K) {
+                block_q2_K *blk = (block_q2_K *)row + b;
+                blk->d = ifd_f32_to_fp16(0.002f);
+                blk->dmin = ifd_f32_to_fp16(0.001f);
+            } else if (t == GGML_TYPE_IQ4_XS) {
+                ((block_iq4_xs *)row + b)->d = ifd_f32_to_fp16(0.00005f);
             } else {
                 ((block_q6_K *)row + b)->d = ifd_f32_to_fp16(0.0005f);
             }
@@ -83,7 +95,9 @@ int main(int argc, char **argv) {
     const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
                                GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
                                /* the 32-element block family */
-                               GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL};
+                               GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL,
+                               /* the super-block family */
+                               GGML_TYPE_Q5_K, GGML_TYPE_Q3_K, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_XS};
     const int64_t ROWS = 8192, K = 2048; /* the FFN gate/up shape */
     const int32_t TP = 512;
     enum { COPIES = 40 };

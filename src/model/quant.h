@@ -140,7 +140,8 @@ typedef struct quant_traits {
     uint8_t q_group; /* elements sharing one scale, over which the zero correction sums
                       * the activations (32; Q6_K 16) */
     bool q_min;      /* a float minimum per 32-element sub-block (Q4_K: w = d*sc*q - dmin*m):
-                      * the activations carry d_a * sum(a) per block */
+                      * the activations carry d_a * sum(a) per block (per 16 elements
+                      * when q_group is 16: Q2_K) */
 } quant_traits;
 
 /* The traits of a type we can compute with, or NULL. */

@@ -42,8 +42,12 @@ BOUND = 0.3
 # The tighter check: inferd vs tools/numpy_ref.py (float64 over gguf's dequantized
 # weights; the same stored weights, no activation rounding). Measured 0.028..0.047,
 # Q3_K_M 0.085: what remains is inferd's own int8 activations for the Q4_K/Q6_K
-# tensors the recipes mix in (output.weight is Q6_K in every file). Bound 0.12.
-NUMPY_BOUND = 0.12
+# tensors the recipes mix in (output.weight is Q6_K in every file).
+# With Q2_K / Q3_K / Q5_K / IQ4_XS on int8 activations too (their SIMD kernels, as
+# llama.cpp computes them): Q2_K 0.084, Q3_K_M 0.090, Q5_K_M 0.122, IQ4_XS 0.074, and
+# their distance from llama.cpp fell (Q5_K_M 0.200 -> 0.158, Q2_K 0.173 -> 0.156).
+# Bound 0.18: no farther from the float64 reference than llama.cpp itself is (0.10..0.18).
+NUMPY_BOUND = 0.18
 # The 32-element block family (Q4_1, Q5_0, Q5_1, IQ4_NL) now runs int8-activation
 # kernels on every tensor of its type, as llama.cpp does (Q8_0 / Q8_1 activations): inferd
 # moved towards llama.cpp (measured 0.085..0.090, bound 0.15 instead of 0.3) and away

@@ -8,16 +8,14 @@
  * logits gives each row bit for bit as forwards asking for that row alone.
  *
  * Tolerances (stated at each check):
- *  - scalar level (and the types without a SIMD kernel everywhere: Q2_K, Q3_K, Q5_K,
- *    IQ4_XS): the matmul is the reference dot per element: exactly equal at the scalar
- *    level.
+ *  - scalar level: the matmul is the reference dot per element: exactly equal.
  *  - F32/F16/BF16 at SIMD levels: only
  *    the summation order differs (16 or 8 lanes, then a tree): |err| <= 1e-5 * S where
  *    S = sum_k |w_k x_k| (worst-case float reassociation error is ~K * 2^-24 * S;
  *    1e-5 leaves room for K up to ~170 blocks of lanes and still catches any wrong
  *    element, whose error would be ~|w_k x_k| >> 1e-5 * S).
- *  - Q8_0/Q4_0/Q4_K/Q6_K at SIMD levels (and Q4_1/Q5_0/Q5_1/IQ4_NL where
- *    is_int8_act says): activations are quantized to
+ *  - Q8_0/Q4_0/Q4_K/Q6_K at SIMD levels (and Q4_1/Q5_0/Q5_1/IQ4_NL, Q5_K/Q3_K/Q2_K/
+ *    IQ4_XS where is_int8_act says): activations are quantized to
  *    int8 per block of 32 (step amax/127, round to nearest), so |err| <= sum_blocks (sum_k |w_k|) *
  *    amax_b / 254 (half a step per element) + 1e-5 * S. That is ~1e-2 of S on random
  *    data, the usual cost of the q8 activation path. */
@@ -40,8 +38,7 @@ static float frand(void) { /* uniform in [-1, 1), never exactly 0 */
     return f == 0.0f ? 0.5f : f;
 }
 
-/* Q2_K, Q3_K, Q5_K, IQ4_XS have no SIMD kernel: they check
- * the fallback to the reference dot (at every level, through every tiling). */
+/* Every weight type, at every level, through every tiling. */
 static const ggml_type TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,   GGML_TYPE_Q8_0,
                                   GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,   GGML_TYPE_Q5_0,
                                   GGML_TYPE_Q4_1, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
@@ -104,10 +101,13 @@ static float *rand_vec(size_t n, float scale) {
     return v;
 }
 
-/* Which types use int8 activations at a level: the four block-quantized types at
- * both SIMD levels (stated here, not read from the traits, so a traits entry that
+/* Which types use int8 activations at a level: the block-quantized types with
+ * integer kernels at both SIMD levels (stated here, not read from the traits, so a traits entry that
  * wrongly asks for int8 activations fails the tight tolerance). */
 static bool is_int8_act(ggml_type t, int level) {
+    if (level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q3_K ||
+                                      t == GGML_TYPE_Q2_K || t == GGML_TYPE_IQ4_XS))
+        return true;
     /* the 32-element block family (Q4_1, Q5_0, Q5_1, IQ4_NL): both SIMD levels */
     if (level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 ||
                                       t == GGML_TYPE_Q5_1 || t == GGML_TYPE_IQ4_NL))
@@ -154,7 +154,14 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
                         K % 32 == 0;
         /* IQ4_NL: packed at AVX-512 (Q4_0's layout) */
         const bool nl = t == GGML_TYPE_IQ4_NL && lv == CPU_LEVEL_AVX512 && rows % 16 == 0;
-        const bool packs = nl || (lv == CPU_LEVEL_AVX512 && ((iq && rows % 16 == 0) || (fl && rows % 64 == 0))) ||
+        /* Q5_K, IQ4_XS: 16-row groups at AVX-512, 8-row groups at AVX2; Q3_K, Q2_K:
+         * 16-row groups at AVX-512 only */
+        const bool k16 = t == GGML_TYPE_Q5_K || t == GGML_TYPE_IQ4_XS || t == GGML_TYPE_Q3_K ||
+                         t == GGML_TYPE_Q2_K, k8 = t == GGML_TYPE_Q5_K || t == GGML_TYPE_IQ4_XS;
+        const bool packs_ksb = (lv == CPU_LEVEL_AVX512 && k16 && rows % 16 == 0) ||
+                               (lv == CPU_LEVEL_AVX2 && k8 && rows % 8 == 0);
+        const bool packs = nl || packs_ksb ||
+                           (lv == CPU_LEVEL_AVX512 && ((iq && rows % 16 == 0) || (fl && rows % 64 == 0))) ||
                            (lv == CPU_LEVEL_AVX2 && ((iq && rows % 8 == 0) || (fl && rows % 16 == 0)));
         CHECKF((ops_ctx_prepared_bytes(c) > 0) == packs, "%s rows %lld: prepared %zu bytes",
                tname(t), (long long)rows, ops_ctx_prepared_bytes(c));

@@ -103,9 +103,10 @@ typedef struct a8_block {
 } a8_block;
 
 /* Row (QUANT_ACT_Q8_32): a8_block[K / 32], then (q_min types) float dsum[K / 32] =
- * d_a * sum(a) per block. */
+ * d_a * sum(a) per block (Q2_K, q_group 16: dsum[K / 16], per 16 elements). */
 static size_t k2_act_row_bytes(const quant_traits *qt, int64_t K) {
-    return (size_t)(K / 32) * (sizeof(a8_block) + (qt->q_min ? sizeof(float) : 0));
+    const size_t nds = qt->q_min ? (size_t)(K / 32) * (qt->q_group == 16 ? 2 : 1) : 0;
+    return (size_t)(K / 32) * sizeof(a8_block) + nds * sizeof(float);
 }
 
 /* The offset vector: -q_zero * sum(a) per scale group (int32 lanes 0-7 cover 32 elements:
@@ -149,7 +150,12 @@ static void k2_act_prepare(const quant_traits *qt, const float *x, void *dst, in
         } else {
             ab[b].bias[0] = -M * (s0 + s1);
         }
-        if (qt->q_min) ((float *)(ab + K / 32))[b] = d * (float)(s0 + s1);
+        if (qt->q_min && qt->q_group == 16) { /* Q2_K: a minimum per 16 elements */
+            ((float *)(ab + K / 32))[2 * b] = d * (float)s0;
+            ((float *)(ab + K / 32))[2 * b + 1] = d * (float)s1;
+        } else if (qt->q_min) {
+            ((float *)(ab + K / 32))[b] = d * (float)(s0 + s1);
+        }
         for (int i = 0; i < 8; i++) ab[b].d[i] = d;
     }
 }
@@ -479,6 +485,187 @@ K2_TILES(q5_0, b2_tile, GGML_TYPE_Q5_0, INR, INT, IDR, K / 32)
 K2_TILES(q5_1, b2_tile, GGML_TYPE_Q5_1, INR, INT, IDR, K / 32)
 K2_TILES(iq4_nl, b2_tile, GGML_TYPE_IQ4_NL, INR, INT, IDR, K / 32)
 /* ---- end of the 32-element block family ---------------------------------------------- */
+
+/* ---- Q5_K / Q3_K / Q2_K / IQ4_XS, integer path (unpacked tiles) ----------------------
+ * As Q4_K / Q6_K above, one 32-element sub-block at a time: unsigned quants (Q5_K:
+ * nibble + fifth bit; Q3_K: 2 bits + hmask bit, 0..7 with the -4 * sum per 16 in the
+ * offset vector; Q2_K: 2 bits) through VPMADDUBSW + VPMADDWD, IQ4_XS's signed table
+ * values (VPSHUFB) through the sign trick of Q8_0. Minimum terms (Q5_K: 8 per
+ * super-block against dsum, Q2_K: 16 against the per-16 dsum) first, per super-block.
+ * The per-element sequence is the same for every tile (see NACC): batch invariant. */
+
+/* Unsigned (IQ4_XS: signed) quants of sub-block j (32 elements, in order). */
+AI __m256i kx_block(ggml_type t, const uint8_t *blk, int j) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    if (t == GGML_TYPE_IQ4_XS) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 8 + 16 * j));
+        const __m256i vv = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+        const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+        return _mm256_shuffle_epi8(tab, _mm256_and_si256(vv, m4));
+    }
+    if (t == GGML_TYPE_Q5_K) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * (j >> 1)));
+        const __m256i lo = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+        const __m256i bm = _mm256_set1_epi8((char)(1u << j));
+        const __m256i h = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(blk + 16)), bm);
+        return _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(h, bm), _mm256_set1_epi8(0x10)));
+    }
+    /* Q2_K / Q3_K: 2-bit fields of qs bytes 32(j/4) .. +31 at shift 2(j%4) */
+    const uint8_t *qs = blk + (t == GGML_TYPE_Q2_K ? 16 : 32);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j >> 2)));
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(v, 2 * (j & 3)), _mm256_set1_epi8(3));
+    if (t == GGML_TYPE_Q2_K) return lo;
+    const __m256i bm = _mm256_set1_epi8((char)(1u << j));
+    const __m256i h = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)blk), bm);
+    return _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(h, bm), _mm256_set1_epi8(4)));
+}
+
+/* The 16 six-bit Q3_K scales - 32 as int8 (bytes 96..107: low nibbles in 0..7,
+ * high 2 bits in 8..11; see q3_K_scale in quant.c). */
+AI __m128i q3k_scales16(const uint8_t *blk) {
+    uint64_t a0;
+    uint32_t a2;
+    memcpy(&a0, blk + 96, 8);
+    memcpy(&a2, blk + 104, 4);
+    const __m128i raw = _mm_insert_epi32(_mm_cvtsi64_si128((long long)a0), (int)a2, 2);
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0x44), _mm_setr_epi32(0, 0, 4, 4)),
+                                     _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0xAA), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi32(hi, 4)), _mm_set1_epi8(32));
+}
+
+/* Per super-block scales: dsc[0..7] (Q5_K, IQ4_XS: per 32) or dsc[0..15] (Q3_K, Q2_K:
+ * per 16); the minimum vectors dm[0..1] (Q5_K: dm[0]; Q2_K: both). */
+AI void kx_scales(ggml_type t, const uint8_t *blk, float *dsc, __m256 *dm) {
+    if (t == GGML_TYPE_Q5_K) {
+        q4k_scales8(blk, dsc, &dm[0]);
+    } else if (t == GGML_TYPE_Q2_K) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)blk);
+        const __m256 d = bcast_f16(ld16(blk + 80)), dmin = bcast_f16(ld16(blk + 82));
+        const __m256i s0 = _mm256_cvtepu8_epi32(b), s1 = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
+        const __m256i f = _mm256_set1_epi32(0xF);
+        _mm256_storeu_ps(dsc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(s0, f))));
+        _mm256_storeu_ps(dsc + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(s1, f))));
+        dm[0] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(s0, 4)));
+        dm[1] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_srli_epi32(s1, 4)));
+    } else if (t == GGML_TYPE_Q3_K) {
+        const __m128i v = q3k_scales16(blk);
+        const __m256 d = bcast_f16(ld16(blk + 108));
+        _mm256_storeu_ps(dsc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+        _mm256_storeu_ps(dsc + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
+    } else { /* IQ4_XS */
+        uint32_t L;
+        memcpy(&L, blk + 4, 4);
+        const __m128i lo = _mm_unpacklo_epi8(_mm_cvtsi32_si128((int)(L & 0x0F0F0F0Fu)),
+                                             _mm_cvtsi32_si128((int)((L >> 4) & 0x0F0F0F0Fu)));
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(ld16(blk + 2)),
+                                                              _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                            _mm256_set1_epi32(3));
+        const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(lo), _mm256_slli_epi32(hi, 4)),
+                                            _mm256_set1_epi32(32));
+        _mm256_storeu_ps(dsc, _mm256_mul_ps(bcast_f16(ld16(blk)), _mm256_cvtepi32_ps(ls)));
+    }
+}
+
+AI size_t kx_sb_bytes(ggml_type t) {
+    return t == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
+           : t == GGML_TYPE_Q3_K ? sizeof(block_q3_K)
+           : t == GGML_TYPE_Q2_K ? sizeof(block_q2_K)
+                                 : sizeof(block_iq4_xs);
+}
+
+/* One super-block sb of the tile into the chain acc (the kq_step sequence). */
+AI void kx_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, int64_t sb, __m256 (*acc)[KQ_NT]) {
+    const size_t sbb = kx_sb_bytes(t);
+    const int s16 = t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K; /* a scale per 16 */
+    const __m256i ones = _mm256_set1_epi16(1);
+    float dsc[KQ_MR][16];
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+        __m256 dm[2];
+        kx_scales(t, blk, dsc[r], dm);
+        if (t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q2_K) {
+            UNROLL
+            for (int jt = 0; jt < NT; jt++) {
+                const float *dsum = (const float *)((const a8_block *)(act + (size_t)jt * act_stride) + 8 * nsb);
+                if (t == GGML_TYPE_Q5_K) {
+                    acc[r][jt] = _mm256_fnmadd_ps(dm[0], _mm256_loadu_ps(dsum + 8 * sb), acc[r][jt]);
+                } else {
+                    acc[r][jt] = _mm256_fnmadd_ps(dm[0], _mm256_loadu_ps(dsum + 16 * sb), acc[r][jt]);
+                    acc[r][jt] = _mm256_fnmadd_ps(dm[1], _mm256_loadu_ps(dsum + 16 * sb + 8), acc[r][jt]);
+                }
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        __m256i wq[KQ_MR];
+        __m256 sv[KQ_MR];
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+            wq[r] = kx_block(t, blk, j);
+            sv[r] = !s16 ? _mm256_set1_ps(dsc[r][j])
+                         : _mm256_setr_ps(dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j], dsc[r][2 * j],
+                                          dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1], dsc[r][2 * j + 1]);
+        }
+        UNROLL
+        for (int jt = 0; jt < NT; jt++) {
+            const a8_block *ab = (const a8_block *)(act + (size_t)jt * act_stride) + 8 * sb + j;
+            const __m256i a = _mm256_loadu_si256((const __m256i *)ab->qs);
+            const __m256 da = _mm256_loadu_ps(ab->d);
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                __m256i dot;
+                if (t == GGML_TYPE_IQ4_XS) {
+                    const __m256i aw = _mm256_sign_epi8(wq[r], wq[r]);
+                    const __m256i sa = _mm256_sign_epi8(a, wq[r]);
+                    dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones);
+                } else {
+                    dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], a), ones);
+                }
+                if (t == GGML_TYPE_Q3_K) dot = _mm256_add_epi32(dot, _mm256_loadu_si256((const __m256i *)ab->bias));
+                acc[r][jt] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv[r], da), acc[r][jt]);
+            }
+        }
+    }
+}
+
+/* Per element: super-block sb into chain sb % NACC (as kq_tile). */
+AI void kx_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, float *out, size_t out_stride) {
+    __m256 acc[NACC][KQ_MR][KQ_NT];
+    UNROLL
+    for (int c = 0; c < NACC; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            UNROLL
+            for (int jt = 0; jt < NT; jt++) acc[c][r][jt] = _mm256_setzero_ps();
+    if (FUSED(NR, NT)) {
+        int64_t sb = 0;
+        for (; sb + 2 <= nsb; sb += 2) {
+            kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[0]);
+            kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb + 1, acc[1]);
+        }
+        if (sb < nsb) kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[0]);
+    } else {
+        for (int64_t sb = 0; sb < nsb; sb += 2) kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[0]);
+        for (int64_t sb = 1; sb < nsb; sb += 2) kx_step(NR, NT, t, w0, row_bytes, act, act_stride, nsb, sb, acc[1]);
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        UNROLL
+        for (int jt = 0; jt < NT; jt++) out[(size_t)jt * out_stride + r] = hsum8(acc_combine(acc[0][r][jt], acc[1][r][jt]));
+}
+
+K2_TILES(q5_K, kx_tile, GGML_TYPE_Q5_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+K2_TILES(q3_K, kx_tile, GGML_TYPE_Q3_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+K2_TILES(q2_K, kx_tile, GGML_TYPE_Q2_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+K2_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
+/* ---- end Q5_K / Q3_K / Q2_K / IQ4_XS ---------------------------------------------------- */
 
 /* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0; Q4_K, Q6_K below) ---------------
  * Prepared once (kern_pack): a group of 8 rows is interleaved so that one ymm holds the
@@ -855,6 +1042,207 @@ static void p2_gemm_q6_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
     }
 }
 
+/* ---- packed Q5_K: 8 rows in lanes ----------------------------------------------------
+ * Q4_K's group layout plus the fifth bits, per super-block (1440 bytes): f16 d[8], f16
+ * dmin[8], u8 sc[8][8], u8 m[8][8], then per 64-element chunk c (320 bytes) the nibble
+ * bytes as Q4_K (8 column groups of 32 bytes) and two 32-byte vectors of fifth bits
+ * (sub-block 2c, then 2c+1): byte 4i + k of row i holds bit g <- the fifth bit of
+ * element 4g + k. 180 bytes a row vs 176. Quants reach 31, so the int16 products are
+ * summed four at a time (4 * 31 * 127 * 2 < 32768) before VPMADDWD, two VPMADDWD per
+ * sub-block; otherwise p2_q4k_body's per-lane sequence, whatever the token tile. */
+#define P2_5SB 1440
+
+static size_t p2_gb_q5_K(int64_t K) {
+    return (size_t)(K / QK_K) * P2_5SB;
+}
+
+static void p2_pack_q5_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, p2_gb_q5_K(K));
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * P2_5SB;
+        for (int i = 0; i < P2_NR; i++) {
+            const block_q5_K *blk = (const block_q5_K *)(w + (size_t)i * rb) + s;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            memcpy(sb + 16 + 2 * i, &blk->dmin, 2);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                quant_q4_K_scale_min(j, blk->scales, &sc, &m);
+                sb[32 + 8 * j + i] = sc;
+                sb[96 + 8 * j + i] = m;
+            }
+            for (int c = 0; c < 4; c++) {
+                uint8_t *ch = sb + 160 + 320 * c;
+                for (int g = 0; g < 8; g++)
+                    for (int k = 0; k < 4; k++) {
+                        const int l = 4 * g + k;
+                        ch[32 * g + 4 * i + k] = blk->qs[32 * c + l];
+                        for (int h = 0; h < 2; h++)
+                            if (blk->qh[l] & (1u << (2 * c + h))) ch[256 + 32 * h + 4 * i + k] |= (uint8_t)(1u << g);
+                    }
+            }
+        }
+    }
+}
+
+/* Fifth bit of column group g (the vector H of a sub-block) at bit 4 of each byte. */
+AI __m256i p25_hbit(__m256i H, int g) {
+    const __m256i v = g <= 4 ? _mm256_slli_epi16(H, 4 - g) : _mm256_srli_epi16(H, g - 4);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* One 8-row group x NT tokens, Q5_K. */
+AI void p2_q5k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os, int pf) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[P2_KNT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * P2_5SB;
+        if (pf)
+            for (int l = 0; l < P2_5SB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        for (int k = 0; k < 8; k++) {
+            const uint8_t *q = sb + 160 + 320 * (k >> 1);
+            const __m256i H = _mm256_loadu_si256((const __m256i *)(q + 256 + 32 * (k & 1)));
+            __m256i wq[8];
+            UNROLL
+            for (int g = 0; g < 8; g++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
+                const __m256i n = (k & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                wq[g] = _mm256_or_si256(n, p25_hbit(H, g));
+            }
+            const __m256 sv = _mm256_mul_ps(dv, u8x8_ps(sb + 32 + 8 * k));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + k;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i p[4];
+                UNROLL
+                for (int g = 0; g < 4; g++)
+                    p[g] = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2 * g], bc32(a + 8 * g)),
+                                            _mm256_maddubs_epi16(wq[2 * g + 1], bc32(a + 8 * g + 4)));
+                const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p[0], p[1]), ones),
+                                                     _mm256_madd_epi16(_mm256_add_epi16(p[2], p[3]), ones));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        }
+        const __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
+        for (int k = 0; k < 8; k++) {
+            const __m256 mm = _mm256_mul_ps(mv, u8x8_ps(sb + 96 + 8 * k));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const float *dsum = (const float *)((const a8_block *)(act + (size_t)j * as) + 8 * nsb);
+                acc[j] = _mm256_fnmadd_ps(mm, _mm256_set1_ps(dsum[8 * s + k]), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+static void p2_gemm_q5_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
+                         int64_t K, float *out, size_t os, int32_t nt) {
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *gp = grp + (size_t)g * gb;
+        float *og = out + (size_t)g * P2_NR;
+        int32_t j = 0;
+        for (; j + P2_KNT <= nt; j += P2_KNT)
+            p2_q5k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        for (; j < nt; j++) p2_q5k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+    }
+}
+/* ---- end packed Q5_K -------------------------------------------------------------------- */
+
+/* ---- packed IQ4_XS: 8 rows in lanes --------------------------------------------------
+ * Per super-block (1120 bytes): f16 d[8], int8 (ls - 32)[8][8] (sub-block x row, 80
+ * bytes with padding), then per 32-element sub-block 128 bytes: the 16 index bytes of
+ * each row as 4 column groups of 32 bytes (low nibbles: elements 4c .., high: 16 + 4c ..;
+ * as packed Q4_0). VPSHUFB gives the signed table values; the dot is packed Q8_0's
+ * (|w| against the activation with w's sign, each VPMADDUBSW widened on its own), then
+ * one FMA per sub-block and token with (d * (ls - 32)) * d_a. 140 bytes a row vs 136. */
+#define P2_XSB 1120
+#define P2_XNT 4
+
+static size_t p2_gb_iq4_xs(int64_t K) {
+    return (size_t)(K / QK_K) * P2_XSB;
+}
+
+static void p2_pack_iq4_xs(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, p2_gb_iq4_xs(K));
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * P2_XSB;
+        for (int i = 0; i < P2_NR; i++) {
+            const block_iq4_xs *blk = (const block_iq4_xs *)(w + (size_t)i * rb) + s;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            for (int b = 0; b < 8; b++) {
+                const int ls = ((blk->scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | (((blk->scales_h >> (2 * b)) & 3) << 4);
+                sb[16 + 8 * b + i] = (uint8_t)(int8_t)(ls - 32);
+                for (int c = 0; c < 4; c++) memcpy(sb + 96 + 128 * b + 32 * c + 4 * i, blk->qs + 16 * b + 4 * c, 4);
+            }
+        }
+    }
+}
+
+/* One 8-row group x NT tokens, IQ4_XS. */
+AI void p2_iq4xs_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                      float *out, size_t os, int pf) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+    __m256 acc[P2_XNT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * P2_XSB;
+        if (pf)
+            for (int l = 0; l < P2_XSB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        for (int b = 0; b < 8; b++) {
+            const uint8_t *q = sb + 96 + 128 * b;
+            __m256i wv[8], aw[8];
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                wv[c] = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
+                wv[4 + c] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            }
+            UNROLL
+            for (int c = 0; c < 8; c++) aw[c] = _mm256_abs_epi8(wv[c]);
+            const __m256 sv = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sb + 16 + 8 * b)))));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + b;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i p[8];
+                UNROLL
+                for (int c = 0; c < 8; c++) {
+                    const uint8_t *ac = a + (c < 4 ? 4 * c : 16 + 4 * (c - 4));
+                    p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bc32(ac), wv[c])), ones);
+                }
+                const __m256i dot = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])),
+                    _mm256_add_epi32(_mm256_add_epi32(p[4], p[5]), _mm256_add_epi32(p[6], p[7])));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+static void p2_gemm_iq4_xs(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
+                           int64_t K, float *out, size_t os, int32_t nt) {
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *gp = grp + (size_t)g * gb;
+        float *og = out + (size_t)g * P2_NR;
+        int32_t j = 0;
+        for (; j + P2_XNT <= nt; j += P2_XNT)
+            p2_iq4xs_body(P2_XNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        for (; j < nt; j++) p2_iq4xs_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+    }
+}
+/* ---- end packed IQ4_XS ------------------------------------------------------------------ */
+
 /* ---- float paths ----------------------------------------------------------------------- */
 
 AI __m256 ld_w8(ggml_type t, const uint8_t *row, int64_t k) {
@@ -1183,6 +1571,10 @@ static const kern_table k2_table = {
              [GGML_TYPE_Q4_0] = KERN_GEMM(q4_0, INR, INT),
              [GGML_TYPE_Q4_K] = KERN_GEMM(q4_K, KQ_NR, KQ_NT),
              [GGML_TYPE_Q6_K] = KERN_GEMM(q6_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q5_K] = KERN_GEMM(q5_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q3_K] = KERN_GEMM(q3_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q2_K] = KERN_GEMM(q2_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_IQ4_XS] = KERN_GEMM(iq4_xs, KQ_NR, KQ_NT),
              [GGML_TYPE_Q4_1] = KERN_GEMM(q4_1, INR, INT), /* 32-element block family */
              [GGML_TYPE_Q5_0] = KERN_GEMM(q5_0, INR, INT),
              [GGML_TYPE_Q5_1] = KERN_GEMM(q5_1, INR, INT),
@@ -1197,6 +1589,8 @@ static const kern_table k2_table = {
              [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0},
              [GGML_TYPE_Q4_K] = {P2_NR, p2_gb_q4_K, p2_pack_q4_K, p2_gemm_q4_K},
              [GGML_TYPE_Q6_K] = {P2_NR, p2_gb_q6_K, p2_pack_q6_K, p2_gemm_q6_K},
+             [GGML_TYPE_Q5_K] = {P2_NR, p2_gb_q5_K, p2_pack_q5_K, p2_gemm_q5_K},
+             [GGML_TYPE_IQ4_XS] = {P2_NR, p2_gb_iq4_xs, p2_pack_iq4_xs, p2_gemm_iq4_xs},
              [GGML_TYPE_F32] = {F2_NR, f2_gb_f32, f2_pack_f32, f2_gemm_f32},
              [GGML_TYPE_F16] = {F2_NR, f2_gb_h, f2_pack_f16, f2_gemm_f16},
              [GGML_TYPE_BF16] = {F2_NR, f2_gb_h, f2_pack_bf16, f2_gemm_bf16}},

@@ -75,7 +75,9 @@ static size_t a8_dsum_offset(int64_t np) {
 
 static size_t k5_act_row_bytes(const quant_traits *qt, int64_t K) {
     const int64_t np = (K + 63) / 64;
-    return a8_dsum_offset(np) + (qt->q_min ? ((size_t)np * 2 * sizeof(float) + 63) / 64 * 64 : 0);
+    /* dsum: one float per q_group elements (per 32-block; Q2_K: per 16) */
+    const size_t nds = (size_t)np * (qt->q_group == 16 ? 4 : 2);
+    return a8_dsum_offset(np) + (qt->q_min ? (nds * sizeof(float) + 63) / 64 * 64 : 0);
 }
 
 static void k5_act_prepare(const quant_traits *qt, const float *x, void *dst, int64_t K) {
@@ -117,7 +119,12 @@ static void k5_act_prepare(const quant_traits *qt, const float *x, void *dst, in
                 ap->bias[8 * h] = -M * (s0 + s1);
             }
             boff[b] = ap->bias[8 * h];
-            if (qt->q_min) dsum[b] = d * (float)(s0 + s1);
+            if (qt->q_min && qt->q_group == 16) { /* Q2_K: a minimum per 16 elements */
+                dsum[2 * b] = d * (float)s0;
+                dsum[2 * b + 1] = d * (float)s1;
+            } else if (qt->q_min) {
+                dsum[b] = d * (float)(s0 + s1);
+            }
         }
     }
 }
@@ -541,6 +548,186 @@ KERN_TILES(q5_1, b32_tile, GGML_TYPE_Q5_1, 4, 4, K / 32)
 KERN_TILES(iq4_nl, b32_tile, GGML_TYPE_IQ4_NL, 4, 4, K / 32)
 /* ---- end of the 32-element block family ---------------------------------------------- */
 
+/* ---- Q5_K / Q3_K / Q2_K / IQ4_XS, integer path (unpacked tiles) ----------------------
+ * The same scheme as Q4_K / Q6_K: per pair c of 32-element sub-blocks of a super-block
+ * (elements 64c .. 64c+63 in order), the 64 weights as unsigned bytes, one VPDPBUSD
+ * with the activation pair (started from its offset vector for the zero-point types),
+ * then one FMA with (per-lane weight scale * d_a). Per type:
+ *  - Q5_K: Q4_K's nibbles plus the fifth bit from qh; its 8 scales and mins as Q4_K
+ *    (the same 12-byte packing), minimum per super-block against dsum (q_min).
+ *  - Q3_K: 2 low bits from qs, third bit from hmask: 0..7 = v + 4 (q_zero 4 per 16
+ *    elements in the activation's offset vector); 16 signed six-bit scales.
+ *  - Q2_K: 2-bit q 0..3, 16 four-bit scales and four-bit mins per 16 elements: the
+ *    minimum term per super-block is one 16-lane FMA against the per-16 dsum.
+ *  - IQ4_XS: nibble indices looked up (VPSHUFB) in the IQ4_NL table + 128 (q_signed:
+ *    the -128 * sum offset per 32); 8 six-bit scales - 32.
+ * Per element the sequence is fixed (super-blocks in order: the minimum FMA first,
+ * then pairs 0..3), whatever the tile: batch invariant. */
+
+/* Q5_K pair c: (nibble | fifth bit << 4), elements 64c .. 64c+63. */
+AI __m512i q5k_pair(const uint8_t *blk, int c) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * c)));
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL,
+                                        0x0004000400040004LL, 0x0004000400040004LL, 0, 0, 0, 0);
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 16)));
+    const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8((char)(1u << (2 * c)))),
+                                           _mm256_set1_epi8((char)(1u << (2 * c + 1))), 1);
+    const __mmask64 k = _mm512_test_epi8_mask(h, bit);
+    return _mm512_or_si512(lo, _mm512_maskz_mov_epi8(k, _mm512_set1_epi8(0x10)));
+}
+
+/* Q2_K / Q3_K pair c: the 2-bit fields of qs bytes 32(c/2) .. +31 at shifts 4(c%2) and
+ * 4(c%2) + 2 (sub-blocks 2c, 2c+1). */
+AI __m512i q2b_pair(const uint8_t *qs, int c) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * (c >> 1))));
+    const long long s0 = 4 * (c & 1), s1 = s0 + 2;
+    const long long e0 = s0 * 0x0001000100010001LL, e1 = s1 * 0x0001000100010001LL;
+    const __m512i sh = _mm512_set_epi64(e1, e1, e1, e1, e0, e0, e0, e0);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(3));
+}
+
+/* Q3_K pair c: 2 low bits | hmask bit << 2 (0..7). */
+AI __m512i q3k_pair(const uint8_t *blk, int c) {
+    const __m512i lo = q2b_pair(blk + 32, c);
+    const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)blk));
+    const int m0 = 4 * (c >> 1) + 2 * (c & 1);
+    const __m512i bit = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8((char)(1u << m0))),
+                                           _mm256_set1_epi8((char)(1u << (m0 + 1))), 1);
+    const __mmask64 k = _mm512_test_epi8_mask(h, bit);
+    return _mm512_or_si512(lo, _mm512_maskz_mov_epi8(k, _mm512_set1_epi8(4)));
+}
+
+/* The 16 six-bit Q3_K scales - 32 as int8 (bytes 96..107: low nibbles in 0..7,
+ * high 2 bits in 8..11; see q3_K_scale in quant.c), vector only. */
+AI __m128i q3k_scales16(const uint8_t *blk) {
+    const __m128i raw = _mm_maskz_loadu_epi8(0x0FFF, blk + 96); /* the 12 bytes only */
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0x44), _mm_setr_epi32(0, 0, 4, 4)),
+                                     _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(raw, 0xAA), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi32(hi, 4)), _mm_set1_epi8(32));
+}
+
+/* d * scale[0..15] of a Q3_K super-block (six-bit, stored + 32). */
+AI __m512 q3k_scales(const uint8_t *blk) {
+    const __m128i v = q3k_scales16(blk);
+    const __m512 d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 108)))));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)));
+}
+
+/* d * sc[0..15] and dmin * m[0..15] of a Q2_K super-block. */
+AI void q2k_scales(const uint8_t *blk, __m512 *dsc, __m512 *dm) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)blk));
+    const __m512 d = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 80)))));
+    const __m512 dmin = _mm512_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk + 82)))));
+    *dsc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(0xF))));
+    *dm = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4)));
+}
+
+/* IQ4_XS pair c: table value + 128 of elements 64c .. 64c+63 (sub-block 2c: qs bytes
+ * 32c .. +15, low nibbles then high; 2c+1: the next 16). */
+AI __m512i iq4xs_pair(const uint8_t *blk, int c) {
+    const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 8 + 32 * c)));
+    const __m512i vv = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), v);
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                        0x0004000400040004LL, 0x0004000400040004LL, 0, 0);
+    const __m512i idx = _mm512_and_si512(_mm512_srlv_epi16(vv, sh), _mm512_set1_epi8(0x0F));
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)quant_iq4nl_values),
+                                                             _mm_set1_epi8((char)0x80)));
+    return _mm512_shuffle_epi8(tab, idx);
+}
+
+/* d * (ls - 32) of the 8 sub-blocks of an IQ4_XS super-block (lanes 0-7). */
+AI __m512 iq4xs_scales(const uint8_t *blk) {
+    uint32_t L;
+    memcpy(&L, blk + 4, 4);
+    const __m128i lo = _mm_unpacklo_epi8(_mm_cvtsi32_si128((int)(L & 0x0F0F0F0Fu)),
+                                         _mm_cvtsi32_si128((int)((L >> 4) & 0x0F0F0F0Fu)));
+    const __m128i hv = _mm_srlv_epi16(_mm_set1_epi16((short)ld16(blk + 2)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14));
+    const __m128i hi = _mm_slli_epi16(_mm_and_si128(hv, _mm_set1_epi16(3)), 4);
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(_mm256_cvtepu8_epi32(lo), _mm256_cvtepu16_epi32(hi)),
+                                        _mm256_set1_epi32(32));
+    const __m256 d = _mm256_set1_ps(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(ld16(blk)))));
+    return _mm512_castps256_ps512(_mm256_mul_ps(d, _mm256_cvtepi32_ps(ls)));
+}
+
+AI size_t kx_sb_bytes(ggml_type t) {
+    return t == GGML_TYPE_Q5_K ? sizeof(block_q5_K)
+           : t == GGML_TYPE_Q3_K ? sizeof(block_q3_K)
+           : t == GGML_TYPE_Q2_K ? sizeof(block_q2_K)
+                                 : sizeof(block_iq4_xs);
+}
+
+/* Micro-kernel for Q5_K / Q3_K / Q2_K / IQ4_XS, NR rows x NT tokens (shape of kq_tile). */
+AI void kx_tile(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
+                const uint8_t *act, size_t act_stride, int64_t nsb, float *out, size_t out_stride) {
+    const size_t sbb = kx_sb_bytes(t);
+    /* 16 scales (one per 16 elements) or 8 (one per 32) */
+    const ggml_type sct = (t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q2_K) ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
+    const int zp = t == GGML_TYPE_Q3_K || t == GGML_TYPE_IQ4_XS; /* offset vector */
+    __m512 acc[KQ_NR][KQ_NT];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        __m512 scl[KQ_NR];
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+            if (NR > 1) _mm_prefetch((const char *)blk + PF_BYTES, _MM_HINT_T0);
+            if (t == GGML_TYPE_Q5_K) {
+                __m256 dm;
+                q4k_scales(blk, &scl[r], &dm);
+                for (int j = 0; j < NT; j++) {
+                    const float *dsum = (const float *)(act + (size_t)j * act_stride + a8_dsum_offset(4 * nsb)) + 8 * sb;
+                    acc[r][j] = _mm512_fnmadd_ps(_mm512_castps256_ps512(dm),
+                                                 _mm512_castps256_ps512(_mm256_loadu_ps(dsum)), acc[r][j]);
+                }
+            } else if (t == GGML_TYPE_Q2_K) {
+                __m512 dm;
+                q2k_scales(blk, &scl[r], &dm);
+                for (int j = 0; j < NT; j++) {
+                    const float *dsum = (const float *)(act + (size_t)j * act_stride + a8_dsum_offset(4 * nsb)) + 16 * sb;
+                    acc[r][j] = _mm512_fnmadd_ps(dm, _mm512_loadu_ps(dsum), acc[r][j]);
+                }
+            } else if (t == GGML_TYPE_Q3_K) {
+                scl[r] = q3k_scales(blk);
+            } else {
+                scl[r] = iq4xs_scales(blk);
+            }
+        }
+        for (int c = 0; c < 4; c++) {
+            __m512i wq[KQ_NR];
+            __m512 sv[KQ_NR];
+            for (int r = 0; r < NR; r++) {
+                const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)sb * sbb;
+                wq[r] = t == GGML_TYPE_Q5_K   ? q5k_pair(blk, c)
+                        : t == GGML_TYPE_Q3_K ? q3k_pair(blk, c)
+                        : t == GGML_TYPE_Q2_K ? q2b_pair(blk + 16, c)
+                                              : iq4xs_pair(blk, c);
+                sv[r] = kq_pair_scale(sct, scl[r], c);
+            }
+            for (int j = 0; j < NT; j++) {
+                const a8_pair *ap = (const a8_pair *)(act + (size_t)j * act_stride) + 4 * sb + c;
+                const __m512i a = _mm512_loadu_si512(ap->qs);
+                const __m512 dv = _mm512_loadu_ps(ap->d);
+                const __m512i init = zp ? _mm512_loadu_si512(ap->bias) : _mm512_setzero_si512();
+                for (int r = 0; r < NR; r++) {
+                    const __m512i dot = _mm512_dpbusd_epi32(init, wq[r], a);
+                    acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sv[r], dv), acc[r][j]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NT; j++) out[(size_t)j * out_stride + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+KERN_TILES(q5_K, kx_tile, GGML_TYPE_Q5_K, KQ_NR, KQ_NT, K / QK_K)
+KERN_TILES(q3_K, kx_tile, GGML_TYPE_Q3_K, KQ_NR, KQ_NT, K / QK_K)
+KERN_TILES(q2_K, kx_tile, GGML_TYPE_Q2_K, KQ_NR, KQ_NT, K / QK_K)
+KERN_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, K / QK_K)
+/* ---- end Q5_K / Q3_K / Q2_K / IQ4_XS ---------------------------------------------------- */
+
 /* ---- packed weights: 16 rows in lanes (Q8_0, Q4_0, Q4_K) --------------------------------
  * Prepared once (kern_pack): a group of 16 rows is interleaved so that one zmm holds
  * the same 4-byte column group of all 16 rows; VPDPBUSD with a {1to16} broadcast of 4
@@ -888,6 +1075,336 @@ AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
 #define PK_Q6K_NT(g, a, as, K, o, os, pf) pk_q6k_body(PK_6NT, g, a, as, (K) / QK_K, o, os, pf)
 #define PK_Q6K_1(g, a, as, K, o, os, pf) pk_q6k_body(1, g, a, as, (K) / QK_K, o, os, pf)
 PK_GEMM(pk_gemm_q6_K, PK_Q6K_NT, PK_Q6K_1, PK_6NT)
+
+/* ---- packed Q5_K: 16 rows in lanes ---------------------------------------------------
+ * Q4_K's group layout plus the fifth bits, per super-block (2880 bytes): f16 d[16],
+ * f16 dmin[16], u8 sc[8][16], u8 m[8][16], then per 64-element chunk c (640 bytes):
+ * the 32 nibble bytes of each row as 8 column groups (low nibbles sub-block 2c, high
+ * 2c+1; as Q4_K) and two 64-byte vectors of fifth bits (sub-block 2c, then 2c+1): byte
+ * 4i + k of row i holds bit g <- the fifth bit of element 4g + k of the sub-block.
+ * 180 bytes a row vs 176. The per-lane sequence is pk_q4k_body's (two FMAs per chunk,
+ * then the 8 minimum terms per super-block), whatever the token tile. */
+#define PK_5SB 2880
+#define PK_5NT 6
+
+static size_t pk_gb_q5_K(int64_t K) {
+    return (size_t)(K / QK_K) * PK_5SB;
+}
+
+static void pk_pack_q5_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, pk_gb_q5_K(K));
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * PK_5SB;
+        for (int i = 0; i < PK_NR; i++) {
+            const block_q5_K *blk = (const block_q5_K *)(w + (size_t)i * rb) + s;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            memcpy(sb + 32 + 2 * i, &blk->dmin, 2);
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                quant_q4_K_scale_min(j, blk->scales, &sc, &m);
+                sb[64 + 16 * j + i] = sc;
+                sb[192 + 16 * j + i] = m;
+            }
+            for (int c = 0; c < 4; c++) {
+                uint8_t *ch = sb + 320 + 640 * c;
+                for (int g = 0; g < 8; g++)
+                    for (int k = 0; k < 4; k++) {
+                        const int l = 4 * g + k;
+                        ch[64 * g + 4 * i + k] = blk->qs[32 * c + l];
+                        for (int h = 0; h < 2; h++)
+                            if (blk->qh[l] & (1u << (2 * c + h))) ch[512 + 64 * h + 4 * i + k] |= (uint8_t)(1u << g);
+                    }
+            }
+        }
+    }
+}
+
+/* Fifth bit of column group g (the vector H of a sub-block) at bit 4 of each byte. */
+AI __m512i pk5_hbit(__m512i H, int g) {
+    const __m512i v = g <= 4 ? _mm512_slli_epi16(H, (unsigned)(4 - g)) : _mm512_srli_epi16(H, (unsigned)(g - 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x10));
+}
+
+/* One 16-row group x NT tokens, Q5_K. */
+AI void pk_q5k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                    float *out, size_t os, int pf) {
+    const int64_t np = 4 * nsb;
+    const float *da[PK_5NT], *ds[PK_5NT];
+    __m512 acc[PK_5NT];
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * as;
+        da[j] = (const float *)(aj + a8_da_offset(np));
+        ds[j] = (const float *)(aj + a8_dsum_offset(np));
+        acc[j] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * PK_5SB;
+        const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb));
+        for (int c = 0; c < 4; c++) {
+            __m512i i0[PK_5NT], i1[PK_5NT];
+            for (int j = 0; j < NT; j++) i0[j] = i1[j] = _mm512_setzero_si512();
+            const uint8_t *q = sb + 320 + 640 * c;
+            const size_t aoff = (size_t)(4 * s + c) * sizeof(a8_pair);
+            if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
+                for (int l = 0; l < 10; l++) _mm_prefetch((const char *)q + PK_PF + 64 * l, _MM_HINT_T0);
+            const __m512i H0 = _mm512_load_si512(q + 512), H1 = _mm512_load_si512(q + 576);
+            for (int g = 0; g < 8; g++) {
+                const __m512i v = _mm512_load_si512(q + 64 * g);
+                const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), pk5_hbit(H0, g));
+                const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), pk5_hbit(H1, g));
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = act + (size_t)j * as + aoff;
+                    i0[j] = _mm512_dpbusd_epi32(i0[j], lo, _mm512_set1_epi32(ld32i(a + 4 * g)));
+                    i1[j] = _mm512_dpbusd_epi32(i1[j], hi, _mm512_set1_epi32(ld32i(a + 32 + 4 * g)));
+                }
+            }
+            const __m512 s0 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 64 + 32 * c)))));
+            const __m512 s1 = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 80 + 32 * c)))));
+            const int64_t b0 = 8 * s + 2 * c;
+            for (int j = 0; j < NT; j++) {
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[j]), _mm512_mul_ps(s0, _mm512_set1_ps(da[j][b0])), acc[j]);
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[j]), _mm512_mul_ps(s1, _mm512_set1_ps(da[j][b0 + 1])), acc[j]);
+            }
+        }
+        const __m512 mv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sb + 32)));
+        for (int k = 0; k < 8; k++) {
+            const __m512 mm = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 192 + 16 * k)))));
+            for (int j = 0; j < NT; j++)
+                acc[j] = _mm512_fnmadd_ps(mm, _mm512_set1_ps(ds[j][8 * s + k]), acc[j]);
+        }
+    }
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+#define PK_Q5K_NT(g, a, as, K, o, os, pf) pk_q5k_body(PK_5NT, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q5K_1(g, a, as, K, o, os, pf) pk_q5k_body(1, g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_q5_K, PK_Q5K_NT, PK_Q5K_1, PK_5NT)
+/* ---- end packed Q5_K -------------------------------------------------------------------- */
+
+/* ---- packed IQ4_XS: 16 rows in lanes -------------------------------------------------
+ * Per super-block (2240 bytes): f16 d[16] (64 bytes with padding), int8 (ls - 32)[8][16]
+ * (sub-block x row), then per 32-element sub-block b 256 bytes: the 16 index bytes of
+ * each row as 4 column groups (low nibbles: elements 4c .., high: 16 + 4c ..; as packed
+ * Q4_0). VPSHUFB turns indices into table values + 128 (the -128 * sum offset starts
+ * each sub-block's integer dot), then one FMA per sub-block and token with
+ * (d * (ls - 32)) * d_a. 140 bytes a row vs 136. Per lane the sequence is fixed
+ * (sub-blocks in K order) whatever the token tile. */
+#define PK_XSB 2240
+#define PK_XNT 8
+
+static size_t pk_gb_iq4_xs(int64_t K) {
+    return (size_t)(K / QK_K) * PK_XSB;
+}
+
+static void pk_pack_iq4_xs(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    memset(dst, 0, pk_gb_iq4_xs(K));
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * PK_XSB;
+        for (int i = 0; i < PK_NR; i++) {
+            const block_iq4_xs *blk = (const block_iq4_xs *)(w + (size_t)i * rb) + s;
+            memcpy(sb + 2 * i, &blk->d, 2);
+            for (int b = 0; b < 8; b++) {
+                const int ls = ((blk->scales_l[b / 2] >> (4 * (b % 2))) & 0xF) | (((blk->scales_h >> (2 * b)) & 3) << 4);
+                sb[64 + 16 * b + i] = (uint8_t)(int8_t)(ls - 32);
+                for (int c = 0; c < 4; c++)
+                    for (int k = 0; k < 4; k++) sb[192 + 256 * b + 64 * c + 4 * i + k] = blk->qs[16 * b + 4 * c + k];
+            }
+        }
+    }
+}
+
+/* One 16-row group x NT tokens, IQ4_XS. */
+AI void pk_iq4xs_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
+                      float *out, size_t os, int pf) {
+    const int64_t np = 4 * nsb;
+    const float *da[PK_XNT];
+    const int32_t *bo[PK_XNT];
+    __m512 acc[PK_XNT];
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * as;
+        da[j] = (const float *)(aj + a8_da_offset(np));
+        bo[j] = (const int32_t *)(aj + a8_boff_offset(np));
+        acc[j] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)quant_iq4nl_values),
+                                                             _mm_set1_epi8((char)0x80)));
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * PK_XSB;
+        const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb));
+        for (int b = 0; b < 8; b++) {
+            const uint8_t *q = sb + 192 + 256 * b;
+            const int64_t bi = 8 * s + b;
+            const size_t aoff = (size_t)(bi >> 1) * sizeof(a8_pair) + 32 * (size_t)(bi & 1);
+            if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
+                for (int l = 0; l < 4; l++) _mm_prefetch((const char *)q + PK_PF + 64 * l, _MM_HINT_T0);
+            __m512i ia[PK_XNT];
+            for (int j = 0; j < NT; j++) ia[j] = _mm512_set1_epi32(bo[j][bi]);
+            for (int c = 0; c < 4; c++) {
+                const __m512i v = _mm512_load_si512(q + 64 * c);
+                const __m512i lo = _mm512_shuffle_epi8(tab, _mm512_and_si512(v, m4));
+                const __m512i hi = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = act + (size_t)j * as + aoff;
+                    ia[j] = _mm512_dpbusd_epi32(ia[j], lo, _mm512_set1_epi32(ld32i(a + 4 * c)));
+                    ia[j] = _mm512_dpbusd_epi32(ia[j], hi, _mm512_set1_epi32(ld32i(a + 16 + 4 * c)));
+                }
+            }
+            const __m512 sv = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                                    _mm_load_si128((const __m128i *)(sb + 64 + 16 * b)))));
+            for (int j = 0; j < NT; j++)
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_mul_ps(sv, _mm512_set1_ps(da[j][bi])), acc[j]);
+        }
+    }
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+#define PK_XS_NT(g, a, as, K, o, os, pf) pk_iq4xs_body(PK_XNT, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_XS_1(g, a, as, K, o, os, pf) pk_iq4xs_body(1, g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_iq4_xs, PK_XS_NT, PK_XS_1, PK_XNT)
+/* ---- end packed IQ4_XS ------------------------------------------------------------------ */
+
+/* ---- packed Q3_K / Q2_K: 16 rows in lanes --------------------------------------------
+ * Per super-block: f16 d[16], (Q2_K) f16 dmin[16] (64 bytes), the 16 scales of each row
+ * as [16][16] bytes (scale group x row; Q3_K: int8 ls - 32; Q2_K: the original byte,
+ * scale in the low nibble, min in the high one), then per 32-element sub-block b two
+ * 64-byte vectors of 2-bit fields (vector h, byte 4i + k of row i, bits 2u..2u+1 <-
+ * element 4(4h + u) + k) and (Q3_K) one vector of third bits (bit g <- element 4g + k).
+ * Q3_K: 1856 bytes (116 a row vs 110), Q2_K: 1344 (84, as the original). Per sub-block
+ * and token: two integer dots of 16 elements (Q3_K: from the -4 * sum offsets of the
+ * activation), each one FMA with (d * scale) * d_a; Q2_K then 16 minimum FMAs per
+ * super-block against the per-16 dsum. A fixed per-lane sequence whatever the tile. */
+#define PK_3SB 1856
+#define PK_2SB 1344
+#define PK_23NT 6
+
+AI size_t pk23_sbb(ggml_type t) {
+    return t == GGML_TYPE_Q3_K ? PK_3SB : PK_2SB;
+}
+static size_t pk_gb_q3_K(int64_t K) {
+    return (size_t)(K / QK_K) * PK_3SB;
+}
+static size_t pk_gb_q2_K(int64_t K) {
+    return (size_t)(K / QK_K) * PK_2SB;
+}
+
+/* Element e (0..255) of a Q2_K / Q3_K super-block: 2-bit field and (Q3_K) third bit. */
+static void pk23_elem(ggml_type t, const uint8_t *blk, int e, int *q2, int *h) {
+    const int s = e / 32, l = e % 32, n = s / 4, j = s % 4;
+    const uint8_t *qs = blk + (t == GGML_TYPE_Q3_K ? 32 : 16);
+    *q2 = (qs[32 * n + l] >> (2 * j)) & 3;
+    *h = t == GGML_TYPE_Q3_K ? (blk[l] >> s) & 1 : 0;
+}
+
+static void pk_pack_q23(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    const size_t sbb = pk23_sbb(t), bb = t == GGML_TYPE_Q3_K ? sizeof(block_q3_K) : sizeof(block_q2_K);
+    const size_t q0 = 320, vb = t == GGML_TYPE_Q3_K ? 192 : 128;
+    memset(dst, 0, (size_t)(K / QK_K) * sbb);
+    for (int64_t s = 0; s < K / QK_K; s++) {
+        uint8_t *sb = dst + (size_t)s * sbb;
+        for (int i = 0; i < PK_NR; i++) {
+            const uint8_t *blk = w + (size_t)i * rb + (size_t)s * bb;
+            if (t == GGML_TYPE_Q3_K) {
+                memcpy(sb + 2 * i, blk + 108, 2);
+                uint8_t sc[16];
+                _mm_storeu_si128((__m128i *)sc, q3k_scales16(blk));
+                for (int g = 0; g < 16; g++) sb[64 + 16 * g + i] = sc[g];
+            } else {
+                memcpy(sb + 2 * i, blk + 80, 2);
+                memcpy(sb + 32 + 2 * i, blk + 82, 2);
+                for (int g = 0; g < 16; g++) sb[64 + 16 * g + i] = blk[g];
+            }
+            for (int e = 0; e < QK_K; e++) {
+                int q2, h;
+                pk23_elem(t, blk, e, &q2, &h);
+                const int b = e / 32, g = (e % 32) / 4, k = e % 4;
+                uint8_t *v = sb + q0 + vb * (size_t)b;
+                v[64 * (g / 4) + 4 * i + k] |= (uint8_t)(q2 << (2 * (g % 4)));
+                if (t == GGML_TYPE_Q3_K) v[128 + 4 * i + k] |= (uint8_t)(h << g);
+            }
+        }
+    }
+}
+static void pk_pack_q3_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    pk_pack_q23(GGML_TYPE_Q3_K, dst, w, rb, K);
+}
+static void pk_pack_q2_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    pk_pack_q23(GGML_TYPE_Q2_K, dst, w, rb, K);
+}
+
+/* One 16-row group x NT tokens, Q3_K / Q2_K. */
+AI void pk_q23_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
+                    int64_t nsb, float *out, size_t os, int pf) {
+    const int64_t np = 4 * nsb;
+    const size_t sbb = pk23_sbb(t), vb = t == GGML_TYPE_Q3_K ? 192 : 128;
+    const float *da[PK_23NT], *ds[PK_23NT];
+    __m512 acc[PK_23NT];
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * as;
+        da[j] = (const float *)(aj + a8_da_offset(np));
+        ds[j] = (const float *)(aj + a8_dsum_offset(np));
+        acc[j] = _mm512_setzero_ps();
+    }
+    const __m512i m3 = _mm512_set1_epi8(3), m4b = _mm512_set1_epi8(4), mf = _mm512_set1_epi32(0xF);
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t *sb = grp + (size_t)s * sbb;
+        const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb));
+        for (int b = 0; b < 8; b++) {
+            const uint8_t *q = sb + 320 + vb * (size_t)b;
+            const int64_t bi = 8 * s + b;
+            const size_t aoff = (size_t)(bi >> 1) * sizeof(a8_pair);
+            const int hh = (int)(bi & 1);
+            if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
+                for (size_t l = 0; l < vb; l += 64) _mm_prefetch((const char *)q + PK_PF + l, _MM_HINT_T0);
+            __m512i ia[2][PK_23NT];
+            for (int j = 0; j < NT; j++) {
+                const a8_pair *ap = (const a8_pair *)(act + (size_t)j * as + aoff);
+                for (int u = 0; u < 2; u++)
+                    ia[u][j] = t == GGML_TYPE_Q3_K ? _mm512_set1_epi32(ap->bias[8 * hh + 4 * u]) : _mm512_setzero_si512();
+            }
+            const __m512i H = t == GGML_TYPE_Q3_K ? _mm512_load_si512(q + 128) : _mm512_setzero_si512();
+            for (int g = 0; g < 8; g++) {
+                const __m512i V = _mm512_load_si512(q + 64 * (g >> 2));
+                __m512i wq = _mm512_and_si512(_mm512_srli_epi16(V, (unsigned)(2 * (g & 3))), m3);
+                if (t == GGML_TYPE_Q3_K) {
+                    const __m512i hb = g <= 2 ? _mm512_slli_epi16(H, (unsigned)(2 - g)) : _mm512_srli_epi16(H, (unsigned)(g - 2));
+                    wq = _mm512_or_si512(wq, _mm512_and_si512(hb, m4b));
+                }
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = act + (size_t)j * as + aoff + 32 * (size_t)hh;
+                    ia[g >> 2][j] = _mm512_dpbusd_epi32(ia[g >> 2][j], wq, _mm512_set1_epi32(ld32i(a + 4 * g)));
+                }
+            }
+            for (int u = 0; u < 2; u++) {
+                const __m128i sc8 = _mm_load_si128((const __m128i *)(sb + 64 + 16 * (2 * b + u)));
+                const __m512i sci = t == GGML_TYPE_Q3_K ? _mm512_cvtepi8_epi32(sc8)
+                                                        : _mm512_and_si512(_mm512_cvtepu8_epi32(sc8), mf);
+                const __m512 sv = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(sci));
+                for (int j = 0; j < NT; j++)
+                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[u][j]), _mm512_mul_ps(sv, _mm512_set1_ps(da[j][bi])), acc[j]);
+            }
+        }
+        if (t == GGML_TYPE_Q2_K) {
+            const __m512 mv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sb + 32)));
+            for (int g = 0; g < 16; g++) {
+                const __m512i m = _mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sb + 64 + 16 * g))), 4);
+                const __m512 mm = _mm512_mul_ps(mv, _mm512_cvtepi32_ps(m));
+                for (int j = 0; j < NT; j++)
+                    acc[j] = _mm512_fnmadd_ps(mm, _mm512_set1_ps(ds[j][16 * s + g]), acc[j]);
+            }
+        }
+    }
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+#define PK_Q3K_NT(g, a, as, K, o, os, pf) pk_q23_body(PK_23NT, GGML_TYPE_Q3_K, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q3K_1(g, a, as, K, o, os, pf) pk_q23_body(1, GGML_TYPE_Q3_K, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q2K_NT(g, a, as, K, o, os, pf) pk_q23_body(PK_23NT, GGML_TYPE_Q2_K, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q2K_1(g, a, as, K, o, os, pf) pk_q23_body(1, GGML_TYPE_Q2_K, g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_q3_K, PK_Q3K_NT, PK_Q3K_1, PK_23NT)
+PK_GEMM(pk_gemm_q2_K, PK_Q2K_NT, PK_Q2K_1, PK_23NT)
+/* ---- end packed Q3_K / Q2_K ------------------------------------------------------------- */
 
 /* ---- float paths ----------------------------------------------------------------------- */
 
@@ -1290,6 +1807,10 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q4_0] = KERN_GEMM(q4_0, 4, 4),
              [GGML_TYPE_Q4_K] = KERN_GEMM(q4_K, KQ_NR, KQ_NT),
              [GGML_TYPE_Q6_K] = KERN_GEMM(q6_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q5_K] = KERN_GEMM(q5_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q3_K] = KERN_GEMM(q3_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_Q2_K] = KERN_GEMM(q2_K, KQ_NR, KQ_NT),
+             [GGML_TYPE_IQ4_XS] = KERN_GEMM(iq4_xs, KQ_NR, KQ_NT),
              [GGML_TYPE_Q4_1] = KERN_GEMM(q4_1, 4, 4), /* 32-element block family */
              [GGML_TYPE_Q5_0] = KERN_GEMM(q5_0, 4, 4),
              [GGML_TYPE_Q5_1] = KERN_GEMM(q5_1, 4, 4),
@@ -1301,6 +1822,10 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q4_0] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_q4_0},
              [GGML_TYPE_Q4_K] = {PK_NR, pk_gb_q4_K, pk_pack_q4_K, pk_gemm_q4_K},
              [GGML_TYPE_Q6_K] = {PK_NR, pk_gb_q6_K, pk_pack_q6_K, pk_gemm_q6_K},
+             [GGML_TYPE_Q5_K] = {PK_NR, pk_gb_q5_K, pk_pack_q5_K, pk_gemm_q5_K},
+             [GGML_TYPE_IQ4_XS] = {PK_NR, pk_gb_iq4_xs, pk_pack_iq4_xs, pk_gemm_iq4_xs},
+             [GGML_TYPE_Q3_K] = {PK_NR, pk_gb_q3_K, pk_pack_q3_K, pk_gemm_q3_K},
+             [GGML_TYPE_Q2_K] = {PK_NR, pk_gb_q2_K, pk_pack_q2_K, pk_gemm_q2_K},
              [GGML_TYPE_IQ4_NL] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_iq4_nl}, /* Q4_0's layout */
              [GGML_TYPE_F32] = {FP_NR, fp_gb_f32, fp_pack_f32, fp_gemm_f32},
              [GGML_TYPE_F16] = {FP_NR, fp_gb_h, fp_pack_f16, fp_gemm_f16},
