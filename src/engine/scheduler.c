@@ -306,7 +306,9 @@ static bool burst_may_start(const sched *s) {
  * may start; false: plan a normal step. */
 static bool schedule_burst(sched *s) {
     sched_plan *p = &s->plan;
-    if (s->cfg.stall_every <= 0 || !prefill_pending(s)) {
+    /* no burst under way and none may start: no scan of the queues (every step) */
+    if (s->cfg.stall_every <= 0 || (s->burst_left <= 0 && s->burst_budget <= 0) ||
+        !prefill_pending(s)) {
         s->burst_left = 0;
         return false;
     }

@@ -484,16 +484,23 @@ void quant_quantize_row_q8_0(const float *x, block_q8_0 *out, int64_t n) {
     }
 }
 
+/* The element of largest magnitude, with its sign (the first of equal ones): the
+ * round-to-nearest quantizers' scale is it over the most negative code. */
+static float block_signed_max(const float *xb, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++)
+        if (fabsf(xb[j]) > amax) {
+            amax = fabsf(xb[j]);
+            max = xb[j];
+        }
+    return max;
+}
+
 void quant_quantize_row_q4_0(const float *x, block_q4_0 *out, int64_t n) {
     IFD_ASSERT(n % QK4_0 == 0);
     for (int64_t b = 0; b < n / QK4_0; b++) {
         const float *xb = x + b * QK4_0;
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK4_0; j++)
-            if (fabsf(xb[j]) > amax) {
-                amax = fabsf(xb[j]);
-                max = xb[j];
-            }
+        const float max = block_signed_max(xb, QK4_0);
         const float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
         out[b].d = ifd_f32_to_fp16(d);
         for (int j = 0; j < QK4_0 / 2; j++) {
@@ -548,12 +555,7 @@ void quant_quantize_row_q5_0(const float *x, block_q5_0 *out, int64_t n) {
     IFD_ASSERT(n % QK4_0 == 0);
     for (int64_t b = 0; b < n / QK4_0; b++) {
         const float *xb = x + b * QK4_0;
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK4_0; j++)
-            if (fabsf(xb[j]) > amax) {
-                amax = fabsf(xb[j]);
-                max = xb[j];
-            }
+        const float max = block_signed_max(xb, QK4_0);
         const float d = max / -16.0f, id = d ? 1.0f / d : 0.0f;
         out[b].d = ifd_f32_to_fp16(d);
         uint32_t qh = 0;
@@ -577,12 +579,7 @@ void quant_quantize_row_iq4_nl(const float *x, block_iq4_nl *out, int64_t n) {
     IFD_ASSERT(n % QK4_0 == 0);
     for (int64_t b = 0; b < n / QK4_0; b++) {
         const float *xb = x + b * QK4_0;
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK4_0; j++)
-            if (fabsf(xb[j]) > amax) {
-                amax = fabsf(xb[j]);
-                max = xb[j];
-            }
+        const float max = block_signed_max(xb, QK4_0);
         const ifd_fp16 d16 = ifd_f32_to_fp16(max / -127.0f);
         const float d = ifd_fp16_to_f32(d16), id = d ? 1.0f / d : 0.0f;
         out[b].d = d16;

@@ -71,6 +71,23 @@ static void opts_default(inferd_engine_options *o) {
     else if (d && !strcmp(d, "cpu")) o->device = INFERD_DEVICE_CPU;
 }
 
+/* Submit p greedy (ignore_eos, NTOP logprobs) with out as its result; false (said on
+ * stderr) if the engine refuses it. */
+static bool submit_greedy(inferd_engine *e, const prompt *p, result *out) {
+    char err[256];
+    inferd_request q = {.prompt = p->ids, .n_prompt = p->n, .cb = on_out, .user = out};
+    inferd_sampling_default(&q.sampling);
+    q.sampling.temperature = 0.0f;
+    q.sampling.max_tokens = p->max_out;
+    q.sampling.ignore_eos = true;
+    q.sampling.logprobs = NTOP;
+    if (inferd_submit(e, &q, NULL, err, sizeof err)) {
+        fprintf(stderr, "  submit: %s\n", err);
+        return false;
+    }
+    return true;
+}
+
 static bool run(const inferd_engine_options *base, const prompt *p, int n, bool sequential,
                 result *out, inferd_stats *st) {
     inferd_engine_options o = *base;
@@ -84,14 +101,7 @@ static bool run(const inferd_engine_options *base, const prompt *p, int n, bool 
     }
     memset(out, 0, sizeof(result) * (size_t)n);
     for (int k = 0; k < n; k++) {
-        inferd_request q = {.prompt = p[k].ids, .n_prompt = p[k].n, .cb = on_out, .user = &out[k]};
-        inferd_sampling_default(&q.sampling);
-        q.sampling.temperature = 0.0f;
-        q.sampling.max_tokens = p[k].max_out;
-        q.sampling.ignore_eos = true;
-        q.sampling.logprobs = NTOP;
-        if (inferd_submit(e, &q, NULL, err, sizeof err)) {
-            fprintf(stderr, "  submit: %s\n", err);
+        if (!submit_greedy(e, &p[k], &out[k])) {
             inferd_engine_destroy(e);
             return false;
         }
@@ -193,13 +203,7 @@ static bool run_staggered(const inferd_engine_options *base, const prompt *p, re
     memset(out, 0, sizeof(result) * 12);
     bool ok = true;
     for (int k = 0; k < 12 && ok; k++) {
-        inferd_request q = {.prompt = p[k].ids, .n_prompt = p[k].n, .cb = on_out, .user = &out[k]};
-        inferd_sampling_default(&q.sampling);
-        q.sampling.temperature = 0.0f;
-        q.sampling.max_tokens = p[k].max_out;
-        q.sampling.ignore_eos = true;
-        q.sampling.logprobs = NTOP;
-        ok = inferd_submit(e, &q, NULL, err, sizeof err) == INFERD_OK;
+        ok = submit_greedy(e, &p[k], &out[k]);
         if (k == 3) /* the first four prefill and start decoding */
             for (int i = 0; i < 12; i++) inferd_engine_step(e);
     }
