@@ -36,6 +36,10 @@ static const ggml_type_info TYPES[GGML_TYPE_COUNT_] = {
     [GGML_TYPE_TQ1_0] = {"TQ1_0", 256, 54},
     [GGML_TYPE_TQ2_0] = {"TQ2_0", 256, 66},
     [GGML_TYPE_MXFP4] = {"MXFP4", 32, 17},
+    [IFD_TYPE_I8_G64] = {"I8_G64", 64, 66},
+    [IFD_TYPE_I8_G128] = {"I8_G128", 128, 130},
+    [IFD_TYPE_I4_G64] = {"I4_G64", 64, 36},
+    [IFD_TYPE_I4_G128] = {"I4_G128", 128, 68},
 };
 
 const ggml_type_info *ggml_type_get(uint32_t type) {

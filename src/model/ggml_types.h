@@ -42,7 +42,14 @@ typedef enum ggml_type {
     GGML_TYPE_TQ1_0 = 34,
     GGML_TYPE_TQ2_0 = 35,
     GGML_TYPE_MXFP4 = 39,
-    GGML_TYPE_COUNT_ = 40,
+    /* inferd's own weight-only layouts (--quantize int8|int4 at group sizes 64 / 128;
+     * group 32 is Q8_0 / Q4_1). Not ggml types: a GGUF file may name them only when it
+     * declares them (gguf.c), and llama.cpp cannot read them. */
+    IFD_TYPE_I8_G64 = 40,   /* symmetric int8, fp16 scale per 64 */
+    IFD_TYPE_I8_G128 = 41,  /* symmetric int8, fp16 scale per 128 */
+    IFD_TYPE_I4_G64 = 42,   /* asymmetric uint4, fp16 scale and minimum per 64 */
+    IFD_TYPE_I4_G128 = 43,  /* asymmetric uint4, fp16 scale and minimum per 128 */
+    GGML_TYPE_COUNT_ = 44,
 } ggml_type;
 
 typedef struct ggml_type_info {

@@ -341,6 +341,30 @@ static void deq_block_iq4_xs(const uint8_t *blk, float *y) {
     }
 }
 
+/* INT8 / INT4 groups (quant.h): G / 32 sub-blocks of 32 in Q8_0 / Q4_1 order. */
+static void deq_group_i8(const uint8_t *blk, float *y, int g) {
+    ifd_fp16 d16;
+    memcpy(&d16, blk, 2);
+    const float d = ifd_fp16_to_f32(d16);
+    const int8_t *qs = (const int8_t *)(blk + 2);
+    for (int j = 0; j < g; j++) y[j] = d * (float)qs[j];
+}
+static void deq_group_i4(const uint8_t *blk, float *y, int g) {
+    ifd_fp16 h[2];
+    memcpy(h, blk, 4);
+    const float d = ifd_fp16_to_f32(h[0]), m = ifd_fp16_to_f32(h[1]);
+    const uint8_t *qs = blk + 4;
+    for (int s = 0; s < g / 32; s++, qs += 16, y += 32)
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)(qs[j] & 0xF) + m;
+            y[j + 16] = d * (float)(qs[j] >> 4) + m;
+        }
+}
+static void deq_block_i8_g64(const uint8_t *blk, float *y) { deq_group_i8(blk, y, 64); }
+static void deq_block_i8_g128(const uint8_t *blk, float *y) { deq_group_i8(blk, y, 128); }
+static void deq_block_i4_g64(const uint8_t *blk, float *y) { deq_group_i4(blk, y, 64); }
+static void deq_block_i4_g128(const uint8_t *blk, float *y) { deq_group_i4(blk, y, 128); }
+
 /* Row dequantizer and dot of a block type: block by block; the dot dequantizes a block
  * and accumulates its products into one running f32 sum, in element order. */
 #define BLOCK_ROW_FNS(name, BS, BB)                                                           \
@@ -370,6 +394,10 @@ BLOCK_ROW_FNS(q4_K, QK_K, sizeof(block_q4_K))
 BLOCK_ROW_FNS(q5_K, QK_K, sizeof(block_q5_K))
 BLOCK_ROW_FNS(iq4_xs, QK_K, sizeof(block_iq4_xs))
 BLOCK_ROW_FNS(q6_K, QK_K, sizeof(block_q6_K))
+BLOCK_ROW_FNS(i8_g64, 64, sizeof(block_i8_g64))
+BLOCK_ROW_FNS(i8_g128, 128, sizeof(block_i8_g128))
+BLOCK_ROW_FNS(i4_g64, 64, sizeof(block_i4_g64))
+BLOCK_ROW_FNS(i4_g128, 128, sizeof(block_i4_g128))
 
 static void quant_row_q8_0(const float *x, void *row, int64_t n) {
     quant_quantize_row_q8_0(x, row, n);
@@ -388,6 +416,18 @@ static void quant_row_q5_1(const float *x, void *row, int64_t n) {
 }
 static void quant_row_iq4_nl(const float *x, void *row, int64_t n) {
     quant_quantize_row_iq4_nl(x, row, n);
+}
+static void quant_row_i8_g64(const float *x, void *row, int64_t n) {
+    quant_quantize_row_int8(x, row, n, 64);
+}
+static void quant_row_i8_g128(const float *x, void *row, int64_t n) {
+    quant_quantize_row_int8(x, row, n, 128);
+}
+static void quant_row_i4_g64(const float *x, void *row, int64_t n) {
+    quant_quantize_row_int4(x, row, n, 64);
+}
+static void quant_row_i4_g128(const float *x, void *row, int64_t n) {
+    quant_quantize_row_int4(x, row, n, 128);
 }
 
 /* ---- the traits table ------------------------------------------------------------------- */
@@ -411,6 +451,13 @@ static void quant_row_iq4_nl(const float *x, void *row, int64_t n) {
                        .block_bytes = sizeof(block_##n), .dequantize_row = deq_row_##n,       \
                        .dot = dot_##n, .quantize_row = quant_row_##n, .act = QUANT_ACT_Q8_32, \
                        .q_group = 32, __VA_ARGS__}
+
+/* One of inferd's INT8 / INT4 group types (IFD_TYPE_*, g elements per group). */
+#define GRP_TYPE(T, n, g, ...)                                                                \
+    [IFD_TYPE_##T] = {.type = IFD_TYPE_##T, .name = #T, .block_size = g,                      \
+                      .block_bytes = sizeof(block_##n), .dequantize_row = deq_row_##n,        \
+                      .dot = dot_##n, .quantize_row = quant_row_##n, .act = QUANT_ACT_Q8_32,  \
+                      .q_group = 32, __VA_ARGS__}
 
 static const quant_traits TRAITS[GGML_TYPE_COUNT_] = {
     FLOAT_TYPE(F32, f32, 4),
@@ -446,6 +493,12 @@ static const quant_traits TRAITS[GGML_TYPE_COUNT_] = {
     [GGML_TYPE_Q4_K] = {.type = GGML_TYPE_Q4_K, .name = "Q4_K", .block_size = QK_K,
                         .block_bytes = sizeof(block_q4_K), .dequantize_row = deq_row_q4_K,
                         .dot = dot_q4_K, .act = QUANT_ACT_Q8_32, .q_group = 32, .q_min = true},
+    /* inferd's INT8 / INT4 groups: integer kernels against Q8_32 activations, 32
+     * elements at a time (INT4: the minimum against d_a * sum(a) per 32, like Q4_1) */
+    GRP_TYPE(I8_G64, i8_g64, 64, .q_signed = true),
+    GRP_TYPE(I8_G128, i8_g128, 128, .q_signed = true),
+    GRP_TYPE(I4_G64, i4_g64, 64, .q_min = true),
+    GRP_TYPE(I4_G128, i4_g128, 128, .q_min = true),
     [GGML_TYPE_Q6_K] = {.type = GGML_TYPE_Q6_K, .name = "Q6_K", .block_size = QK_K,
                         .block_bytes = sizeof(block_q6_K), .dequantize_row = deq_row_q6_K,
                         .dot = dot_q6_K, .act = QUANT_ACT_Q8_32, .q_zero = 32, .q_group = 16},
@@ -598,6 +651,59 @@ void quant_quantize_row_iq4_nl(const float *x, block_iq4_nl *out, int64_t n) {
                 out[b].qs[j] = (uint8_t)best;
             else
                 out[b].qs[j - 16] |= (uint8_t)(best << 4);
+        }
+    }
+}
+
+/* ---- INT8 / INT4 (--quantize) ---------------------------------------------------------- */
+
+ggml_type quant_int_type(int bits, int g) {
+    if (bits == 8) return g == 32 ? GGML_TYPE_Q8_0 : g == 64 ? IFD_TYPE_I8_G64
+                          : g == 128 ? IFD_TYPE_I8_G128 : GGML_TYPE_COUNT_;
+    if (bits == 4) return g == 32 ? GGML_TYPE_Q4_1 : g == 64 ? IFD_TYPE_I4_G64
+                          : g == 128 ? IFD_TYPE_I4_G128 : GGML_TYPE_COUNT_;
+    return GGML_TYPE_COUNT_;
+}
+
+/* Group layout: [fp16 d][int8 q x g] (INT8; g == 32 is block_q8_0). */
+void quant_quantize_row_int8(const float *x, void *out, int64_t n, int g) {
+    IFD_ASSERT((g == 32 || g == 64 || g == 128) && n % g == 0);
+    uint8_t *p = out;
+    for (int64_t b = 0; b < n / g; b++, x += g, p += 2 + (size_t)g) {
+        float amax = 0.0f;
+        for (int j = 0; j < g; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const ifd_fp16 d16 = ifd_f32_to_fp16(amax / 127.0f);
+        const float d = ifd_fp16_to_f32(d16), id = d ? 1.0f / d : 0.0f;
+        memcpy(p, &d16, 2);
+        int8_t *q = (int8_t *)(p + 2);
+        for (int j = 0; j < g; j++) {
+            const float v = roundf(x[j] * id);
+            q[j] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : v);
+        }
+    }
+}
+
+/* Group layout: [fp16 d][fp16 m][nibbles, 16 bytes per 32] (INT4; g == 32 is block_q4_1). */
+void quant_quantize_row_int4(const float *x, void *out, int64_t n, int g) {
+    IFD_ASSERT((g == 32 || g == 64 || g == 128) && n % g == 0);
+    uint8_t *p = out;
+    for (int64_t b = 0; b < n / g; b++, x += g, p += 4 + (size_t)g / 2) {
+        float mn = x[0], mx = x[0];
+        for (int j = 1; j < g; j++) {
+            mn = fminf(mn, x[j]);
+            mx = fmaxf(mx, x[j]);
+        }
+        const ifd_fp16 h[2] = {ifd_f32_to_fp16((mx - mn) / 15.0f), ifd_f32_to_fp16(mn)};
+        const float d = ifd_fp16_to_f32(h[0]), m = ifd_fp16_to_f32(h[1]);
+        const float id = d ? 1.0f / d : 0.0f;
+        memcpy(p, h, 4);
+        for (int s = 0; s < g / 32; s++) {
+            uint8_t q[32];
+            for (int j = 0; j < 32; j++) {
+                const float v = roundf((x[s * 32 + j] - m) * id);
+                q[j] = (uint8_t)(v < 0.0f ? 0 : v > 15.0f ? 15 : v);
+            }
+            for (int j = 0; j < 16; j++) p[4 + s * 16 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
         }
     }
 }

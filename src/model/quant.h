@@ -101,6 +101,29 @@ typedef struct block_q6_K {
     ifd_fp16 d;
 } block_q6_K;
 
+/* inferd's INT8 / INT4 weight-only layouts (group sizes 64 and 128; group 32 is Q8_0 /
+ * Q4_1). INT8: symmetric, w = d * q. INT4: asymmetric (the GPTQ/AWQ grid), w = d * q + m
+ * with q in 0..15 and m = -d * z the fp16 value of the zero point z. The quants of a
+ * group are G / 32 sub-blocks of 32 in Q8_0 / Q4_1 order (INT4: 16 bytes per sub-block,
+ * low nibbles its elements 0..15, high nibbles 16..31), so the integer-dot kernels read
+ * them 32 elements at a time against Q8_32 activations. */
+typedef struct block_i8_g64 {
+    ifd_fp16 d;
+    int8_t qs[64];
+} block_i8_g64;
+typedef struct block_i8_g128 {
+    ifd_fp16 d;
+    int8_t qs[128];
+} block_i8_g128;
+typedef struct block_i4_g64 {
+    ifd_fp16 d, m;
+    uint8_t qs[32];
+} block_i4_g64;
+typedef struct block_i4_g128 {
+    ifd_fp16 d, m;
+    uint8_t qs[64];
+} block_i4_g128;
+
 /* byte-exact ggml layouts (ggml-common.h) */
 #ifdef __cplusplus
 #define QUANT_STATIC_ASSERT static_assert
@@ -110,6 +133,8 @@ typedef struct block_q6_K {
 QUANT_STATIC_ASSERT(sizeof(block_q8_0) == 34 && sizeof(block_q4_0) == 18 && sizeof(block_q5_0) == 22, "layout");
 QUANT_STATIC_ASSERT(sizeof(block_q4_1) == 20 && sizeof(block_q5_1) == 24 && sizeof(block_iq4_nl) == 18, "layout");
 QUANT_STATIC_ASSERT(sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110 && sizeof(block_q4_K) == 144, "layout");
+QUANT_STATIC_ASSERT(sizeof(block_i8_g64) == 66 && sizeof(block_i8_g128) == 130, "layout");
+QUANT_STATIC_ASSERT(sizeof(block_i4_g64) == 36 && sizeof(block_i4_g128) == 68, "layout");
 QUANT_STATIC_ASSERT(sizeof(block_q5_K) == 176 && sizeof(block_q6_K) == 210 && sizeof(block_iq4_xs) == 136, "layout");
 
 float ifd_fp16_to_f32(ifd_fp16 h);
@@ -163,5 +188,13 @@ void quant_quantize_row_q4_1(const float *x, block_q4_1 *out, int64_t n);
 void quant_quantize_row_q5_0(const float *x, block_q5_0 *out, int64_t n);
 void quant_quantize_row_q5_1(const float *x, block_q5_1 *out, int64_t n);
 void quant_quantize_row_iq4_nl(const float *x, block_iq4_nl *out, int64_t n);
+/* INT8 / INT4 at group g (32: Q8_0 / Q4_1 blocks; 64, 128: the IFD_TYPE_I* blocks):
+ * INT8 d = amax / 127, q = round(x / d); INT4 d = (max - min) / 15, m = min (both in
+ * fp16), q = round((x - m) / d) clamped to 0..15, computed with the fp16-rounded d, m. */
+void quant_quantize_row_int8(const float *x, void *out, int64_t n, int g);
+void quant_quantize_row_int4(const float *x, void *out, int64_t n, int g);
+/* The weight type of --quantize int8|int4 at group size g (32, 64, 128), or
+ * GGML_TYPE_COUNT_ when g is not one of them. */
+ggml_type quant_int_type(int bits, int g);
 
 #endif

@@ -116,7 +116,8 @@ static void test_dot_equals_dequant(void) {
     const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
                                GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
                                GGML_TYPE_Q4_1, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
-                               GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS};
+                               GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS,
+                               IFD_TYPE_I8_G64, IFD_TYPE_I8_G128, IFD_TYPE_I4_G64, IFD_TYPE_I4_G128};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         for (size_t i = 0; i < sizeof raw; i++) raw[i] = (uint8_t)(frand(&s) * 127 + 128);
         /* keep fp16 scale fields finite: overwrite half-floats with sane values */
@@ -156,7 +157,11 @@ static void test_dot_equals_dequant(void) {
         switch (types[t]) {
         case GGML_TYPE_Q4_1:
         case GGML_TYPE_Q5_1:
-        case GGML_TYPE_Q5_K: f16_off[0] = 0, f16_off[1] = 2; break;
+        case GGML_TYPE_Q5_K:
+        case IFD_TYPE_I4_G64:
+        case IFD_TYPE_I4_G128: f16_off[0] = 0, f16_off[1] = 2; break;
+        case IFD_TYPE_I8_G64:
+        case IFD_TYPE_I8_G128:
         case GGML_TYPE_IQ4_NL:
         case GGML_TYPE_IQ4_XS: f16_off[0] = 0; break;
         case GGML_TYPE_Q2_K: f16_off[0] = 80, f16_off[1] = 82; break;
@@ -186,7 +191,8 @@ static void test_traits(void) {
     const ggml_type supported[] = {GGML_TYPE_F32,  GGML_TYPE_F16,   GGML_TYPE_BF16, GGML_TYPE_Q8_0,
                                    GGML_TYPE_Q4_0, GGML_TYPE_Q5_0,  GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
                                    GGML_TYPE_Q4_1, GGML_TYPE_Q5_1,  GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                                   GGML_TYPE_Q5_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};
+                                   GGML_TYPE_Q5_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS,
+                                   IFD_TYPE_I8_G64, IFD_TYPE_I8_G128, IFD_TYPE_I4_G64, IFD_TYPE_I4_G128};
     int n = 0;
     for (int t = 0; t < GGML_TYPE_COUNT_ + 3; t++) {
         const quant_traits *qt = quant_traits_of((ggml_type)t);
@@ -204,8 +210,8 @@ static void test_traits(void) {
             CHECK(qt->block_size % 32 == 0 && (qt->q_group == 32 || qt->q_group == 16));
             CHECK(!(qt->q_signed && qt->q_zero));
         }
-        if (qt->quantize_row) { /* round trip of 64 values in [-1, 1] */
-            enum { N = 64 };
+        if (qt->quantize_row) { /* round trip of 128 values in [-1, 1] */
+            enum { N = 128 };
             float x[N], y[N];
             uint8_t row[N * 4];
             unsigned s = 11;
@@ -221,7 +227,7 @@ static void test_traits(void) {
             if (qt->block_size == 1) tol = t == GGML_TYPE_F32 ? 0.0f : 4e-3f;
             if (t == GGML_TYPE_Q4_0) tol = 1.0f / 8 * 1.01f;
             if (t == GGML_TYPE_Q5_0) tol = 1.0f / 16 * 1.01f;
-            if (t == GGML_TYPE_Q4_1) tol = 1.0f / 15 * 1.02f;
+            if (t == GGML_TYPE_Q4_1 || t == IFD_TYPE_I4_G64 || t == IFD_TYPE_I4_G128) tol = 1.0f / 15 * 1.02f;
             if (t == GGML_TYPE_Q5_1) tol = 1.0f / 31 * 1.02f;
             if (t == GGML_TYPE_IQ4_NL) tol = 14.0f / 127 * 1.02f;
             CHECKF(worst <= tol, "%s round trip error %g", qt->name, (double)worst);
@@ -244,5 +250,53 @@ static void test_traits(void) {
     CHECK(nl->act == QUANT_ACT_Q8_32 && nl->q_signed && !nl->q_min && nl->q_group == 32);
 }
 
-TEST_MAIN(T(test_traits), T(test_fp16), T(test_q8_0_q4_0_roundtrip), T(test_k_quants), T(test_q5_0),
+/* --quantize int8 / int4 at every group size: the type, and the round trip on random
+ * rows at several magnitudes (outliers included) within half a step of each group's
+ * grid (INT8: amax / 127; INT4: (max - min) / 15), plus the fp16 rounding of d and m. */
+static void test_int_roundtrip(void) {
+    enum { N = 1024 };
+    static float x[N], y[N];
+    static uint8_t row[N * 2];
+    CHECK(quant_int_type(8, 32) == GGML_TYPE_Q8_0 && quant_int_type(4, 32) == GGML_TYPE_Q4_1);
+    CHECK(quant_int_type(8, 128) == IFD_TYPE_I8_G128 && quant_int_type(4, 64) == IFD_TYPE_I4_G64);
+    CHECK(quant_int_type(4, 16) == GGML_TYPE_COUNT_ && quant_int_type(3, 128) == GGML_TYPE_COUNT_);
+    const int gs[] = {32, 64, 128};
+    const float mags[] = {1e-3f, 0.05f, 1.0f, 30.0f};
+    unsigned s = 5;
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int gi = 0; gi < 3; gi++)
+            for (int mi = 0; mi < 4; mi++) {
+                const int g = gs[gi];
+                const ggml_type t = quant_int_type(bits, g);
+                for (int i = 0; i < N; i++) x[i] = frand(&s) * mags[mi] + (bits == 4 ? 0.3f * mags[mi] : 0.0f);
+                x[17] = 6 * mags[mi]; /* an outlier: only its group pays */
+                if (bits == 8) quant_quantize_row_int8(x, row, N, g);
+                else quant_quantize_row_int4(x, row, N, g);
+                quant_dequantize_row_ref(t, row, y, N);
+                CHECK(quant_row_bytes(t, N) == (size_t)(N / g) * (bits == 8 ? 2 + (size_t)g : 4 + (size_t)g / 2));
+                int bad = 0;
+                double err2 = 0, ref2 = 0;
+                for (int b = 0; b < N / g; b++) {
+                    float mn = x[b * g], mx = x[b * g], amax = 0;
+                    for (int j = 0; j < g; j++) {
+                        mn = fminf(mn, x[b * g + j]), mx = fmaxf(mx, x[b * g + j]);
+                        amax = fmaxf(amax, fabsf(x[b * g + j]));
+                    }
+                    const float step = bits == 8 ? amax / 127 : (mx - mn) / 15;
+                    for (int j = 0; j < g; j++) {
+                        const float e = fabsf(x[b * g + j] - y[b * g + j]);
+                        err2 += (double)e * e, ref2 += (double)x[b * g + j] * x[b * g + j];
+                        if (e > step * 0.5f * 1.01f + amax * 2e-3f) bad++;
+                    }
+                }
+                CHECKF(bad == 0, "int%d g%d mag %g: %d elements beyond half a step", bits, g,
+                       (double)mags[mi], bad);
+                /* never zeros: the relative error is that of a real 4 / 8-bit grid */
+                const double rel = sqrt(err2 / ref2);
+                CHECKF(rel > (bits == 8 ? 1e-4 : 1e-3) && rel < (bits == 8 ? 0.01 : 0.12),
+                       "int%d g%d mag %g: relative error %g", bits, g, (double)mags[mi], rel);
+            }
+}
+
+TEST_MAIN(T(test_traits), T(test_int_roundtrip), T(test_fp16), T(test_q8_0_q4_0_roundtrip), T(test_k_quants), T(test_q5_0),
           T(test_dot_equals_dequant))
