@@ -275,7 +275,8 @@ static bool quant_super_signed(const float *x, int nmax, int smin, ifd_fp16 *d16
     *d16 = fp16_sat(smax / -smin);
     const double d = ifd_fp16_to_f32(*d16);
     if (!(fabs(d) > 0.0)) return false;
-    for (int j = 0; j < 16; j++) { /* the rounded code and its neighbours, as pick_codes_min (weights x^2) */
+    for (int j = 0; j < 16;
+         j++) { /* the rounded code and its neighbours, as pick_codes_min (weights x^2) */
         const int c0 = round_clamp(s[j] / d, -smin, smin - 1);
         double best = -1.0;
         for (int c = c0 - 1; c <= c0 + 1; c++) {
