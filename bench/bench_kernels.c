@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < nblk; i++) bt[i] = (i * 7) % nblk;
         float *q = malloc((size_t)nq * NH * HD * 4), *o = malloc((size_t)nq * NH * HD * 4);
         for (size_t i = 0; i < (size_t)nq * NH * HD; i++) q[i] = frand();
-        kv_view kv = {kc, vc, NKV, HD, BS};
+        kv_view kv = {kc, vc, NKV, HD, BS, BACKEND_KV_F32, 0};
         for (int mode = 0; mode < 2; mode++) {
             const int32_t n = mode ? nq : 1;
             for (int i = 0; i < n; i++) pos[i] = ctx_len - n + i;
@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
                 double t0 = ifd_now_s();
                 for (int l = 0; l < NL; l++) {
                     float *kp = pools + (size_t)l * 2 * half;
-                    kv_view lkv = {kp, kp + half, NKV, HD, BS};
+                    kv_view lkv = {kp, kp + half, NKV, HD, BS, BACKEND_KV_F32, 0};
                     op_attention(c, o, q, NS, sst, dpos, NH, &lkv, dbt, NB);
                 }
                 double dt = ifd_now_s() - t0;

@@ -85,10 +85,10 @@ static void test_tables(void) {
     CHECK(fo->begin(F, &batch, &rp) == IFD_OK);
     /* seq 1's keys 0..2 are not written by this batch: fill both caches alike */
     {
-        float *kc = cpu_kv_k(R, 0), *vc = cpu_kv_v(R, 0);
-        for (size_t i = 0; i < R->layer_kv_floats; i++) kc[i] = frand(), vc[i] = frand();
-        memcpy(cpu_kv_k(F, 0), kc, R->layer_kv_floats * 4);
-        memcpy(cpu_kv_v(F, 0), vc, R->layer_kv_floats * 4);
+        float *kc = (float *)(void *)cpu_kv_k(R, 0), *vc = (float *)(void *)cpu_kv_v(R, 0);
+        for (size_t i = 0; i < R->layer_kv_bytes / 4; i++) kc[i] = frand(), vc[i] = frand();
+        memcpy(cpu_kv_k(F, 0), kc, R->layer_kv_bytes);
+        memcpy(cpu_kv_v(F, 0), vc, R->layer_kv_bytes);
     }
 
     /* embed */
@@ -148,9 +148,9 @@ static void test_tables(void) {
     CHECK(ro->rope_store(R, 0, qr, kr, vr, &batch, &rp) == IFD_OK);
     CHECK(fo->rope_store(F, 0, qf, kf, vf, &batch, &rp) == IFD_OK);
     CHECK(memcmp(qf, qr, nq * 4) == 0 && memcmp(kf, kr, nkv * 4) == 0);
-    CHECK(memcmp(cpu_kv_k(F, 0), cpu_kv_k(R, 0), R->layer_kv_floats * 4) == 0);
-    CHECK(memcmp(cpu_kv_v(F, 0), cpu_kv_v(R, 0), R->layer_kv_floats * 4) == 0);
-    const float *v_slot = cpu_kv_v(R, 0) + (size_t)slot[13] * kv_dim;
+    CHECK(memcmp(cpu_kv_k(F, 0), cpu_kv_k(R, 0), R->layer_kv_bytes) == 0);
+    CHECK(memcmp(cpu_kv_v(F, 0), cpu_kv_v(R, 0), R->layer_kv_bytes) == 0);
+    const uint8_t *v_slot = cpu_kv_v(R, 0) + (size_t)slot[13] * kv_dim * 4;
     CHECK(memcmp(v_slot, vr + (size_t)13 * kv_dim, (size_t)kv_dim * 4) == 0);
 
     /* attention over the two sequences' paged keys */
