@@ -495,10 +495,10 @@ typedef struct be_run {
     int32_t block_table[2][16];
 } be_run;
 
-static backend *make_backend(const model *m, int reference) {
+static backend *make_backend(const model *m, int reference, backend_kv_dtype kv_dtype) {
     backend_config cfg = {.n_threads = 2, .block_size = 16, .n_blocks = 32, .max_batch_tokens = 64,
                           .max_batch_seqs = 4, .max_logits = 64, .max_seq_len = 256,
-                          .reference = reference};
+                          .reference = reference, .kv_dtype = kv_dtype};
     backend *b = NULL;
     char err[256];
     if (backend_create(&b, BACKEND_CPU, m, &cfg, err, sizeof err)) fprintf(stderr, "  %s\n", err);
@@ -527,7 +527,8 @@ static void feed(backend *b, int32_t n_seqs, const int32_t *ns, const int32_t *p
     CHECK(backend_forward(b, &batch, logits) == IFD_OK);
 }
 
-/* For each shakespeare model (F32, Q8_0, Q4_0, Q4_K_M): (1) the fast backend's logits
+/* For each shakespeare model (F32, Q8_0, Q4_0, Q4_K_M; the F32 one at every KV cache
+ * dtype, the others with an f32 cache): (1) the fast backend's logits
  * for a 40-token prefill + 1 decode match the reference backend (tolerance: 2e-2 of the
  * logits' max magnitude for the quantized models (int8 activations), 1e-3 for F32 — errors compound over 4
  * layers); (2) batch invariance: sequence 0's logits computed alone (prefill 40 then
@@ -538,7 +539,8 @@ static void test_backend_models(void) {
                            "shakespeare-target-Q4_0.gguf", "shakespeare-target-Q4_K_M.gguf"};
     int32_t toks[64];
     for (int i = 0; i < 64; i++) toks[i] = 3 + (i * 131) % 900;
-    for (size_t f = 0; f < IFD_ARRAY_LEN(files); f++) {
+    for (size_t f = 0; f < IFD_ARRAY_LEN(files); f++)
+    for (int kd = 0; kd < (f == 0 ? BACKEND_KV_N_DTYPES : 1); kd++) {
         char path[1024], err[256];
         snprintf(path, sizeof path, "%s/models/%s", INFERD_SHARED_DIR, files[f]);
         model *m = NULL;
@@ -547,7 +549,9 @@ static void test_backend_models(void) {
             continue;
         }
         const int32_t V = (int32_t)m->hp.n_vocab;
-        backend *ref = make_backend(m, 1), *fast = make_backend(m, 0), *fast2 = make_backend(m, 0);
+        const backend_kv_dtype kvd = (backend_kv_dtype)kd;
+        backend *ref = make_backend(m, 1, kvd), *fast = make_backend(m, 0, kvd),
+                *fast2 = make_backend(m, 0, kvd);
         CHECK(ref && fast && fast2);
         float *lr = malloc((size_t)64 * V * 4), *lf = malloc((size_t)64 * V * 4);
         float *la = malloc((size_t)64 * V * 4), *lb = malloc((size_t)64 * V * 4);
@@ -561,21 +565,24 @@ static void test_backend_models(void) {
             err_max = fmaxf(err_max, fabsf(lr[i] - lf[i]));
         }
         const bool i8 = f != 0; /* int8 activations (Q4_K_M: at the AVX-512 level) */
-        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx, "%s: fast vs reference prefill max err %g (max %g)",
-               files[f], err_max, mx);
+        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx,
+               "%s kv %s: fast vs reference prefill max err %g (max %g)", files[f],
+               backend_kv_dtype_name(kvd), err_max, mx);
         feed(ref, 1, &n1, &p40, toks, lr);
         feed(fast, 1, &n1, &p40, toks, la); /* la: seq 0's decode logits, alone */
         err_max = 0.0f;
         for (int32_t i = 0; i < V; i++) err_max = fmaxf(err_max, fabsf(lr[i] - la[i]));
-        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx, "%s: decode max err %g", files[f], err_max);
+        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx, "%s kv %s: decode max err %g", files[f],
+               backend_kv_dtype_name(kvd), err_max);
         /* (2) batch invariance: seq 0 (40 + 1 tokens) alongside seq 1 (7 then 23 tokens
          * at positions 30.., so the batches are 47 and 24 rows) */
         int32_t ns_a[2] = {40, 7}, p_a[2] = {0, 30}, ns_b[2] = {1, 23}, p_b[2] = {40, 37};
         feed(fast2, 2, ns_a, p_a, toks, lb);
-        CHECKF(memcmp(lb, lf, (size_t)40 * V * 4) == 0, "%s: prefill logits depend on the batch",
-               files[f]);
+        CHECKF(memcmp(lb, lf, (size_t)40 * V * 4) == 0, "%s kv %s: prefill logits depend on the batch",
+               files[f], backend_kv_dtype_name(kvd));
         feed(fast2, 2, ns_b, p_b, toks, lb);
-        CHECKF(memcmp(lb, la, (size_t)V * 4) == 0, "%s: decode logits depend on the batch", files[f]);
+        CHECKF(memcmp(lb, la, (size_t)V * 4) == 0, "%s kv %s: decode logits depend on the batch",
+               files[f], backend_kv_dtype_name(kvd));
         free(lr);
         free(lf);
         free(la);
