@@ -57,6 +57,10 @@ int backend_kv_dtype_parse(const char *name, backend_kv_dtype *out, char *err, s
 /* AUTO: f16 on the CPU; f32 on CUDA / EMU (their kernels read f32 only so far; bf16
  * once they read it). Any other value is returned as it is. */
 backend_kv_dtype backend_kv_dtype_resolve(backend_kind kind, backend_kv_dtype d);
+/* IFD_OK when a backend of kind (AUTO resolved) stores dtype d; else IFD_ERR_UNSUPPORTED
+ * with a message (CUDA / EMU: f32 and auto only so far), IFD_ERR_INVALID for a value
+ * outside the enum. backend_create checks it too. */
+int backend_kv_dtype_check(backend_kind kind, backend_kv_dtype d, char *err, size_t err_bytes);
 /* Bytes of one (token, KV head) row of head_dim elements of dtype d (with INT8's scale). */
 size_t backend_kv_row_bytes(backend_kv_dtype d, int32_t head_dim);
 

@@ -611,7 +611,9 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     e->max_logits = (int32_t)IFD_MAX((int64_t)e->opt.max_num_seqs,
                                      IFD_MIN((int64_t)e->opt.max_num_batched_tokens, rows_by_mem));
     backend_kv_dtype kv_dtype;
-    if ((rc = backend_kv_dtype_parse(o->kv_cache_dtype, &kv_dtype, err, err_bytes))) goto fail;
+    if ((rc = backend_kv_dtype_parse(o->kv_cache_dtype, &kv_dtype, err, err_bytes)) ||
+        (rc = backend_kv_dtype_check(use, kv_dtype, err, err_bytes)))
+        goto fail;
     backend_config bc = {.n_threads = o->n_threads,
                          .block_size = bs,
                          .max_batch_tokens = e->opt.max_num_batched_tokens,

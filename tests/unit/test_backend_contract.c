@@ -178,6 +178,14 @@ static void test_kv_sizing(void) {
     const size_t want = (size_t)2 * hp->n_layers * 16 * hp->n_kv_heads * hp->head_dim * sizeof(float);
     CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_F32) == want);
     CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 32, BACKEND_KV_F32) == 2 * want);
+    /* the other dtypes: f16 / bf16 half, fp8 a quarter, int8 a quarter plus an f32 scale
+     * per (token, KV head); auto is f16 on the CPU */
+    const size_t rows = (size_t)2 * hp->n_layers * 16 * hp->n_kv_heads;
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_F16) == want / 2);
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_BF16) == want / 2);
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_FP8) == want / 4);
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_INT8) == want / 4 + rows * 4);
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_AUTO) == want / 2);
     backend_config cfg = cfg_for(0);
     char err[256] = "";
     const int64_t avail = backend_cpu_mem_available();
