@@ -10,6 +10,7 @@ capacity gain.
 - greedy ids of every reference prompt (../shared/models/reference-greedy.tsv, llama.cpp's
   ids with an f32 cache) unchanged for the first 16 tokens at int8 and fp8 (and all of
   them at the default, f16, which test_reference_greedy checks in full);
+- logits against the NumPy float64 reference within one rounding step of each format;
 - the errors: an unknown dtype, and a dtype other than f32 / auto on the CUDA backend
   under the emulation (where this build has it).
 
@@ -123,6 +124,42 @@ def test_greedy_first_16(inferd_bin: Path, shared_models: Path, dtype: str) -> N
         if got != ids[:n]:
             bad.append(f"{file} {prompt!r}: want {' '.join(ids[:n])} got {' '.join(got)}")
     assert not bad, "\n".join(bad)
+
+
+# Logits against the float64 NumPy reference (tools/numpy_ref.py, which keeps K and V
+# exact) with the cache in each dtype: max|inferd - numpy| / max|numpy| is bounded by one
+# rounding step of the format, relative (f16 2^-11, bf16 2^-8, int8 1/127 of the row's
+# amax, fp8 E4M3 2^-4): attention averages the elements' errors, it does not add them up.
+# (Measured on this model: f16 2.5e-4, bf16 1.4e-3, int8 3.8e-3, fp8 2.0e-2; f32 8e-7,
+# held to test_numpy_crosscheck's 1e-4.) Bugs in the conversions or the kernels'
+# reading of a dtype move the logits by 0.1 .. 1 (test_numpy_crosscheck's *_is_significant).
+KV_LOGITS_TOL = {"f32": 1e-4, "f16": 2.0 ** -11, "bf16": 2.0 ** -8, "int8": 1 / 127, "fp8": 2.0 ** -4}
+SEQ = [1, 870, 983, 13, 988, 260, 968, 975, 275, 399, 328, 309, 261, 271, 366, 299, 261, 271, 963, 300,
+       975, 13, 988, 963, 574, 261, 271, 366, 299, 1007, 966, 260, 288, 303, 975, 301, 275, 989, 277,
+       328, 13, 988, 260, 267, 989, 966, 269, 271, 963, 966]
+
+
+@pytest.fixture(scope="module")
+def numpy_logits(shared_models: Path):
+    np = pytest.importorskip("numpy")
+    import numpy_ref  # tools/, on sys.path through conftest.py
+
+    return np, numpy_ref.Model(shared_models / "shakespeare-target.gguf").forward(SEQ)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_logits_vs_numpy(inferd_bin: Path, shared_models: Path, numpy_logits, dtype: str) -> None:
+    np, ref = numpy_logits
+    p = subprocess.run([str(inferd_bin), "logits", "-m", str(shared_models / "shakespeare-target.gguf"),
+                        "--ids", " ".join(map(str, SEQ)), "--kv-cache-dtype", dtype],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = np.array([[float(v) for v in ln.split()] for ln in p.stdout.splitlines() if ln.strip()])
+    assert got.shape == ref.shape
+    err = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+    assert err <= KV_LOGITS_TOL[dtype], f"kv {dtype}: max rel err {err:.3g} > {KV_LOGITS_TOL[dtype]:g}"
+    if dtype != "f32":  # the cache really is rounded: not the f32 figures
+        assert err > 1e-6, f"kv {dtype}: logits as exact as f32's ({err:.3g})"
 
 
 def test_errors(inferd_bin: Path, shared_models: Path) -> None:
