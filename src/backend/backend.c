@@ -79,7 +79,7 @@ int backend_create(backend **out, backend_kind kind, const model *m, const backe
 }
 
 static const char *const KV_DTYPE_NAMES[BACKEND_KV_N_DTYPES] = {"f32", "f16", "bf16", "int8",
-                                                                 "fp8"};
+                                                                "fp8"};
 
 const char *backend_kv_dtype_name(backend_kv_dtype d) {
     if (d == BACKEND_KV_AUTO) return "auto";
@@ -106,7 +106,8 @@ backend_kv_dtype backend_kv_dtype_resolve(backend_kind kind, backend_kv_dtype d)
 int backend_kv_dtype_check(backend_kind kind, backend_kv_dtype d, char *err, size_t err_bytes) {
     const backend_kind k = backend_resolve_kind(kind);
     if (d < BACKEND_KV_AUTO || d >= BACKEND_KV_N_DTYPES)
-        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "backend: unknown KV cache dtype %d", (int)d);
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "backend: unknown KV cache dtype %d",
+                        (int)d);
     if (k != BACKEND_CPU && d != BACKEND_KV_F32 && d != BACKEND_KV_AUTO)
         return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED,
                         "--kv-cache-dtype %s: the %s backend stores the KV cache in f32 only "
@@ -135,8 +136,8 @@ size_t backend_kv_block_bytes(backend_kind kind, const model *m, int32_t block_s
            backend_kv_row_bytes(d, (int32_t)m->hp.head_dim);
 }
 
-void backend_log_kv(backend_kind kind, const model *m, backend_kv_dtype dtype,
-                    int32_t block_size, int64_t n_blocks, int64_t budget_bytes) {
+void backend_log_kv(backend_kind kind, const model *m, backend_kv_dtype dtype, int32_t block_size,
+                    int64_t n_blocks, int64_t budget_bytes) {
     const backend_kv_dtype d = backend_kv_dtype_resolve(kind, dtype);
     const size_t per_token = backend_kv_block_bytes(kind, m, 1, d);
     sbuf f = {0};

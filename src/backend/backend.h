@@ -194,8 +194,8 @@ int backend_kv_budget(backend_kind kind, const model *m, const backend_config *c
 
 /* Log one line at engine start: the KV cache's dtype, bytes per token (all layers, K
  * and V), the pool's blocks and the tokens they hold (n_blocks * block_size). */
-void backend_log_kv(backend_kind kind, const model *m, backend_kv_dtype dtype,
-                    int32_t block_size, int64_t n_blocks, int64_t budget_bytes);
+void backend_log_kv(backend_kind kind, const model *m, backend_kv_dtype dtype, int32_t block_size,
+                    int64_t n_blocks, int64_t budget_bytes);
 
 /* ---- the backends ---------------------------------------------------------------------- */
 

@@ -18,7 +18,7 @@ typedef struct cpu_backend {
      * kv_dtype (kv_view: f32 rows [slot][n_kv_heads], other dtypes blocked rows
      * [block][n_kv_heads][block_size]); a block's rows are contiguous either way */
     uint8_t *kv;
-    size_t layer_kv_bytes; /* bytes of K (== of V) per layer */
+    size_t layer_kv_bytes;     /* bytes of K (== of V) per layer */
     backend_kv_dtype kv_dtype; /* resolved (never AUTO) */
     fwd_bufs buf;           /* activations, sized for max_batch_tokens (see forward.h) */
     float *att_scratch;     /* reference attention: [max_seq_len] */

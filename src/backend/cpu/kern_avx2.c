@@ -1515,12 +1515,14 @@ static void k2_swiglu(float *out, const float *gate, const float *up, int32_t n)
  * by. */
 AI __m256 kv_ld8(const int DT, const uint8_t *row, int32_t i) {
     switch (DT) {
-    case BACKEND_KV_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)i)));
+    case BACKEND_KV_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)i)));
     case BACKEND_KV_BF16:
         return _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)i))), 16));
     case BACKEND_KV_INT8:
-        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + i))));
+        return _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + i))));
     case BACKEND_KV_FP8: {
         /* E4M3 -> f16 bits (sign << 15 | magnitude << 7) is the value * 2^-8, exactly
          * (subnormals included); 0x7F magnitudes are NaN */
@@ -1583,9 +1585,11 @@ AI void k2_attn_dt(const int DT, float *out, const float *q, int32_t g, int32_t 
         for (p = 0; p < n_keys; p++) {
             const int32_t slot = block_table[p / bs] * bs + p % bs;
             const uint8_t *vp = V + kv_row_index(kv, slot, kvh) * rb;
-            const __m256 wgt = _mm256_set1_ps(KV_SCALED(DT) ? sc[p] * kv_factor8(DT, vp, hd) : sc[p]);
+            const __m256 wgt =
+                _mm256_set1_ps(KV_SCALED(DT) ? sc[p] * kv_factor8(DT, vp, hd) : sc[p]);
             for (int32_t c = 0; c < nv; c++)
-                _mm256_storeu_ps(oh + 8 * c, _mm256_fmadd_ps(wgt, kv_ld8(DT, vp, 8 * c), _mm256_loadu_ps(oh + 8 * c)));
+                _mm256_storeu_ps(oh + 8 * c, _mm256_fmadd_ps(wgt, kv_ld8(DT, vp, 8 * c),
+                                                             _mm256_loadu_ps(oh + 8 * c)));
         }
         const __m256 vinv = _mm256_set1_ps(1.0f / sum);
         for (int32_t c = 0; c < nv; c++) _mm256_storeu_ps(oh + 8 * c, _mm256_mul_ps(_mm256_loadu_ps(oh + 8 * c), vinv));
@@ -1599,13 +1603,15 @@ static void k2_attn(float *out, const float *q, int32_t g, int32_t n_keys, const
         kern_scalar_table.attn(out, q, g, n_keys, kv, kvh, block_table, scale, scratch);
         return;
     }
+#define K2_ATTN(DT) k2_attn_dt(DT, out, q, g, n_keys, kv, kvh, block_table, scale, scratch)
     switch (kv->dtype) {
-    case BACKEND_KV_F16: k2_attn_dt(BACKEND_KV_F16, out, q, g, n_keys, kv, kvh, block_table, scale, scratch); break;
-    case BACKEND_KV_BF16: k2_attn_dt(BACKEND_KV_BF16, out, q, g, n_keys, kv, kvh, block_table, scale, scratch); break;
-    case BACKEND_KV_INT8: k2_attn_dt(BACKEND_KV_INT8, out, q, g, n_keys, kv, kvh, block_table, scale, scratch); break;
-    case BACKEND_KV_FP8: k2_attn_dt(BACKEND_KV_FP8, out, q, g, n_keys, kv, kvh, block_table, scale, scratch); break;
-    default: k2_attn_dt(BACKEND_KV_F32, out, q, g, n_keys, kv, kvh, block_table, scale, scratch); break;
+    case BACKEND_KV_F16: K2_ATTN(BACKEND_KV_F16); break;
+    case BACKEND_KV_BF16: K2_ATTN(BACKEND_KV_BF16); break;
+    case BACKEND_KV_INT8: K2_ATTN(BACKEND_KV_INT8); break;
+    case BACKEND_KV_FP8: K2_ATTN(BACKEND_KV_FP8); break;
+    default: K2_ATTN(BACKEND_KV_F32); break;
     }
+#undef K2_ATTN
 }
 
 static const kern_table k2_table = {

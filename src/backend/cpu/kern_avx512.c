@@ -1655,19 +1655,21 @@ AI __m512 hsum16x16(const __m512 *v) {
  * are multiplied by. */
 AI __m512 kv_ld16(const int DT, const uint8_t *row, int32_t i) {
     switch (DT) {
-    case BACKEND_KV_F16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)i)));
+    case BACKEND_KV_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)i)));
     case BACKEND_KV_BF16:
         return _mm512_castsi512_ps(_mm512_slli_epi32(
             _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)i))), 16));
     case BACKEND_KV_INT8:
-        return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + i))));
+        return _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + i))));
     case BACKEND_KV_FP8: {
         /* E4M3 -> f16 bits (sign << 15 | magnitude << 7) is the value * 2^-8, exactly
          * (subnormals included); 0x7F magnitudes are NaN */
         const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(row + i)));
         const __m256i mag = _mm256_and_si256(x, _mm256_set1_epi16(0x7f));
-        const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x80)), 8),
-                                          _mm256_slli_epi16(mag, 7));
+        const __m256i sign = _mm256_and_si256(x, _mm256_set1_epi16(0x80));
+        const __m256i h = _mm256_or_si256(_mm256_slli_epi16(sign, 8), _mm256_slli_epi16(mag, 7));
         const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f));
         return _mm512_mask_mov_ps(_mm512_cvtph_ps(h), nan, _mm512_set1_ps(NAN));
     }
@@ -1836,7 +1838,8 @@ static void k5_attn_tile(float *out, const float *q, size_t tok_stride, int32_t 
                                    n_keys[i], kv, kvh, block_table, scale, scratch);
         return;
     }
-#define K5_TILE(DT) k5_attn_tile_dt(DT, out, q, tok_stride, qt, g, n_keys, kv, kvh, block_table, scale, scratch)
+#define K5_TILE(DT) \
+    k5_attn_tile_dt(DT, out, q, tok_stride, qt, g, n_keys, kv, kvh, block_table, scale, scratch)
     switch (kv->dtype) {
     case BACKEND_KV_F16: K5_TILE(BACKEND_KV_F16); break;
     case BACKEND_KV_BF16: K5_TILE(BACKEND_KV_BF16); break;
