@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/cpu/ops.h"
+#include "backend/kv_dtype.h"
 #include "model/quant.h"
 #include "util/common.h"
 #include "util/cpu_features.h"
@@ -132,7 +133,9 @@ int main(int argc, char **argv) {
             ops_ctx_drop_weights(c);
             for (int m = 0; m < n; m++) free((void *)w[m].data);
         }
-        /* attention: 32 heads, 8 KV heads, head_dim 64, block 16 */
+        /* attention: 32 heads, 8 KV heads, head_dim 64, block 16, at each KV cache
+         * dtype (f32 in the slot order, the others blocked, as the CPU backend stores
+         * them) */
         enum { NH = 32, NKV = 8, HD = 64, BS = 16 };
         const int32_t ctx_len = 1024, nq = 256;
         const int32_t nblk = ctx_len / BS;
@@ -145,7 +148,22 @@ int main(int argc, char **argv) {
         for (int i = 0; i < nblk; i++) bt[i] = (i * 7) % nblk;
         float *q = malloc((size_t)nq * NH * HD * 4), *o = malloc((size_t)nq * NH * HD * 4);
         for (size_t i = 0; i < (size_t)nq * NH * HD; i++) q[i] = frand();
-        kv_view kv = {kc, vc, NKV, HD, BS};
+        for (int dt = 0; dt < BACKEND_KV_N_DTYPES; dt++) {
+        kv_view kv = {kc, vc, NKV, HD, BS, (backend_kv_dtype)dt, dt != BACKEND_KV_F32};
+        const size_t rb = kv_view_row_bytes(&kv);
+        uint8_t *kq = NULL, *vq = NULL;
+        if (dt != BACKEND_KV_F32) {
+            kq = malloc((size_t)ctx_len * NKV * rb);
+            vq = malloc((size_t)ctx_len * NKV * rb);
+            for (int32_t sl = 0; sl < ctx_len; sl++)
+                for (int32_t h = 0; h < NKV; h++) {
+                    const size_t src = ((size_t)sl * NKV + h) * HD, row = kv_row_index(&kv, sl, h);
+                    kv_store_row(kv.dtype, kq + row * rb, kc + src, HD);
+                    kv_store_row(kv.dtype, vq + row * rb, vc + src, HD);
+                }
+            kv.k = kq;
+            kv.v = vq;
+        }
         for (int mode = 0; mode < 2; mode++) {
             const int32_t n = mode ? nq : 1;
             for (int i = 0; i < n; i++) pos[i] = ctx_len - n + i;
@@ -154,42 +172,53 @@ int main(int argc, char **argv) {
             for (int rep = 0; rep < (quick ? 2 : 5); rep++) {
                 double t0 = ifd_now_s();
                 op_attention(c, o, q, 1, ss, pos, NH, &kv, bt, nblk);
-                double dt = ifd_now_s() - t0;
-                if (dt < best) best = dt;
+                double dt_s = ifd_now_s() - t0;
+                if (dt_s < best) best = dt_s;
             }
             double keys = 0;
             for (int i = 0; i < n; i++) keys += pos[i] + 1;
-            printf("  attention %s (%d queries, ctx %d): %.3f ms, %.1f GFLOP/s\n",
-                   mode ? "prefill" : "decode", n, ctx_len, best * 1e3,
-                   4.0 * keys * NH * HD / best / 1e9);
+            printf("  attention %s kv %s (%d queries, ctx %d): %.3f ms, %.1f GFLOP/s\n",
+                   mode ? "prefill" : "decode", backend_kv_dtype_name(kv.dtype), n, ctx_len,
+                   best * 1e3, 4.0 * keys * NH * HD / best / 1e9);
         }
+        free(kq);
+        free(vq);
         {
             /* a serving decode step: 16 sequences of 256 keys in each of 16 layers' pools,
-             * ~270 MB of f32 KV in all (DRAM, as in a real step) */
+             * ~270 MB of f32 KV in all (DRAM, as in a real step; 1/2, ~1/4 of it at
+             * f16 / bf16, int8 / fp8) */
             enum { NS = 16, CTX = 256, NL = 16, NB = CTX / BS };
-            float *pools = malloc((size_t)NL * NS * CTX * NKV * HD * 4 * 2);
-            for (size_t i = 0; i < (size_t)NL * NS * CTX * NKV * HD * 2; i++) pools[i] = frand() * 0.5f;
+            const size_t half_rows = (size_t)NS * CTX * NKV, half = half_rows * rb;
+            uint8_t *pools = malloc((size_t)NL * 2 * half);
+            float row[HD];
+            for (size_t r = 0; r < (size_t)NL * 2 * half_rows; r++) {
+                for (int i = 0; i < HD; i++) row[i] = frand() * 0.5f;
+                kv_store_row(kv.dtype, pools + r * rb, row, HD);
+            }
             int32_t sst[NS + 1], dpos[NS], dbt[NS * NB];
             for (int s = 0; s <= NS; s++) sst[s] = s;
             for (int s = 0; s < NS; s++) {
                 dpos[s] = CTX - 1;
                 for (int b = 0; b < NB; b++) dbt[s * NB + b] = (b * NS + s * 5) % (NS * NB);
             }
-            const size_t half = (size_t)NS * CTX * NKV * HD;
             double best = 1e9;
             for (int rep = 0; rep < (quick ? 3 : 8); rep++) {
                 double t0 = ifd_now_s();
                 for (int l = 0; l < NL; l++) {
-                    float *kp = pools + (size_t)l * 2 * half;
-                    kv_view lkv = {kp, kp + half, NKV, HD, BS};
+                    uint8_t *kp = pools + (size_t)l * 2 * half;
+                    kv_view lkv = kv;
+                    lkv.k = kp;
+                    lkv.v = kp + half;
                     op_attention(c, o, q, NS, sst, dpos, NH, &lkv, dbt, NB);
                 }
-                double dt = ifd_now_s() - t0;
-                if (dt < best) best = dt;
+                double dt_s = ifd_now_s() - t0;
+                if (dt_s < best) best = dt_s;
             }
-            printf("  attention decode step (%d seqs x ctx %d x %d layers): %.3f ms, %.1f GB/s of KV\n",
-                   NS, CTX, NL, best * 1e3, (double)NL * 2 * half * 4 / best / 1e9);
+            printf("  attention decode step kv %s (%d seqs x ctx %d x %d layers): %.3f ms, %.1f GB/s of KV\n",
+                   backend_kv_dtype_name(kv.dtype), NS, CTX, NL, best * 1e3,
+                   (double)NL * 2 * half / best / 1e9);
             free(pools);
+        }
         }
         free(kc);
         free(vc);

@@ -15,7 +15,7 @@ static const command COMMANDS[] = {
     {"generate", cli_generate, "generate a completion: -m FILE -p TEXT [-n N] [--temp T] [--seed S] [--ids] ... (generate --help)"},
     {"tokenize", cli_tokenize, "print token ids: -m FILE [--bos] (TEXT | -f TEXTFILE), or --chat REQUEST.json"},
     {"info", cli_info, "describe a model file: -m FILE"},
-    {"logits", cli_logits, "print the logits of every position: -m FILE --ids \"1 2 3\""},
+    {"logits", cli_logits, "print the logits of every position: -m FILE --ids \"1 2 3\" [--kv-cache-dtype D]"},
     {"bench", cli_bench, "offline throughput: -m FILE [--num-requests N] [--input-len-range A:B] [--output-len-range C:D] ... (bench --help)"},
     {"perplexity", cli_perplexity, "perplexity of a text (llama-perplexity's method): -m FILE -f TEXT [--ctx N] [--kl-base BASE.gguf] ... (perplexity --help)"},
     {"chat-template", cli_chat_template, "render a chat template: -t FILE.jinja -i CASE.json"},

@@ -50,6 +50,7 @@ int backend_create(backend **out, backend_kind kind, const model *m, const backe
     const backend_kind k = backend_resolve_kind(kind);
     char device[256] = "";
     int rc;
+    if ((rc = backend_kv_dtype_check(k, cfg->kv_dtype, err, err_bytes))) return rc;
     switch (k) {
     case BACKEND_CPU:
         rc = backend_cpu_create(out, m, cfg, err, err_bytes);
@@ -77,14 +78,78 @@ int backend_create(backend **out, backend_kind kind, const model *m, const backe
     return IFD_OK;
 }
 
+static const char *const KV_DTYPE_NAMES[BACKEND_KV_N_DTYPES] = {"f32", "f16", "bf16", "int8",
+                                                                "fp8"};
+
+const char *backend_kv_dtype_name(backend_kv_dtype d) {
+    if (d == BACKEND_KV_AUTO) return "auto";
+    return d >= 0 && d < BACKEND_KV_N_DTYPES ? KV_DTYPE_NAMES[d] : "?";
+}
+
+int backend_kv_dtype_parse(const char *name, backend_kv_dtype *out, char *err, size_t err_bytes) {
+    *out = BACKEND_KV_AUTO;
+    if (!name || !*name || !strcmp(name, "auto")) return IFD_OK;
+    for (int i = 0; i < BACKEND_KV_N_DTYPES; i++)
+        if (!strcmp(name, KV_DTYPE_NAMES[i])) {
+            *out = (backend_kv_dtype)i;
+            return IFD_OK;
+        }
+    return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                    "--kv-cache-dtype '%s': not one of auto|f32|f16|bf16|int8|fp8", name);
+}
+
+backend_kv_dtype backend_kv_dtype_resolve(backend_kind kind, backend_kv_dtype d) {
+    if (d != BACKEND_KV_AUTO) return d;
+    return backend_resolve_kind(kind) == BACKEND_CPU ? BACKEND_KV_F16 : BACKEND_KV_F32;
+}
+
+int backend_kv_dtype_check(backend_kind kind, backend_kv_dtype d, char *err, size_t err_bytes) {
+    const backend_kind k = backend_resolve_kind(kind);
+    if (d < BACKEND_KV_AUTO || d >= BACKEND_KV_N_DTYPES)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "backend: unknown KV cache dtype %d",
+                        (int)d);
+    if (k != BACKEND_CPU && d != BACKEND_KV_F32 && d != BACKEND_KV_AUTO)
+        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED,
+                        "--kv-cache-dtype %s: the %s backend stores the KV cache in f32 only "
+                        "(use auto or f32)",
+                        backend_kv_dtype_name(d), backend_kind_name(k));
+    return IFD_OK;
+}
+
+size_t backend_kv_row_bytes(backend_kv_dtype d, int32_t head_dim) {
+    const size_t n = (size_t)head_dim;
+    switch (d) {
+    case BACKEND_KV_F16:
+    case BACKEND_KV_BF16: return 2 * n;
+    case BACKEND_KV_INT8: return n + sizeof(float);
+    case BACKEND_KV_FP8: return n;
+    default: return 4 * n; /* F32 (AUTO never reaches a pool) */
+    }
+}
+
 size_t backend_kv_block_bytes(backend_kind kind, const model *m, int32_t block_size,
                               backend_kv_dtype dtype) {
-    /* every backend stores K and V as [slot][n_kv_heads][head_dim] of dtype today */
-    (void)kind;
-    (void)dtype;
-    const size_t elem = sizeof(float); /* BACKEND_KV_F32, the only dtype so far */
-    return (size_t)2 * m->hp.n_layers * (size_t)block_size * m->hp.n_kv_heads * m->hp.head_dim *
-           elem;
+    /* every backend stores block_size x n_kv_heads rows per block, layer and K / V
+     * (the order of the rows inside a block is the backend's) */
+    const backend_kv_dtype d = backend_kv_dtype_resolve(kind, dtype);
+    return (size_t)2 * m->hp.n_layers * (size_t)block_size * m->hp.n_kv_heads *
+           backend_kv_row_bytes(d, (int32_t)m->hp.head_dim);
+}
+
+void backend_log_kv(backend_kind kind, const model *m, backend_kv_dtype dtype, int32_t block_size,
+                    int64_t n_blocks, int64_t budget_bytes) {
+    const backend_kv_dtype d = backend_kv_dtype_resolve(kind, dtype);
+    const size_t per_token = backend_kv_block_bytes(kind, m, 1, d);
+    sbuf f = {0};
+    sbuf_printf(&f,
+                "\"kv_cache_dtype\":\"%s\",\"kv_bytes_per_token\":%zu,\"kv_budget_bytes\":%lld,"
+                "\"kv_blocks\":%lld,\"kv_block_size\":%d,\"kv_tokens\":%lld,"
+                "\"kv_tokens_per_gib\":%lld",
+                backend_kv_dtype_name(d), per_token, (long long)budget_bytes, (long long)n_blocks,
+                (int)block_size, (long long)(n_blocks * block_size),
+                (long long)(per_token ? ((int64_t)1 << 30) / (int64_t)per_token : 0));
+    if (!f.oom) slog_fields("info", "kv cache", sbuf_cstr(&f));
+    sbuf_free(&f);
 }
 
 int backend_kv_budget(backend_kind kind, const model *m, const backend_config *cfg,

@@ -29,10 +29,40 @@ typedef enum backend_kind {
 
 const char *backend_kind_name(backend_kind kind); /* "auto", "cpu", "cuda", "emu" */
 
-/* Element type of the KV cache. Only f32 today; the field exists so f16 can come. */
+/* Element type of the KV cache (--kv-cache-dtype). One (token, KV head) row of head_dim
+ * elements is stored as:
+ *   F32, F16, BF16: head_dim elements (f16 / bf16 rounded to nearest even on store);
+ *   INT8: head_dim int8 then one f32 scale (amax / 127, symmetric; value = q * scale).
+ *         The scale is f32, not f16: 4 bytes more a row (6% of a 64-wide row) buys a
+ *         scale with no rounding of its own and no conversion in the attention loop;
+ *   FP8:  head_dim FP8 E4M3 bytes (OCP "FN": bias 7, max 448, no infinities, NaN
+ *         0x7F / 0xFF), rounded to nearest even, saturated to +-448 on store.
+ * BACKEND_KV_AUTO is resolved per backend (backend_kv_dtype_resolve) before any
+ * backend sees it. kv_dtype.h has the conversions. */
 typedef enum backend_kv_dtype {
+    BACKEND_KV_AUTO = -1,
     BACKEND_KV_F32 = 0,
+    BACKEND_KV_F16 = 1,
+    BACKEND_KV_BF16 = 2,
+    BACKEND_KV_INT8 = 3,
+    BACKEND_KV_FP8 = 4,
 } backend_kv_dtype;
+#define BACKEND_KV_N_DTYPES 5
+
+/* "auto", "f32", "f16", "bf16", "int8", "fp8" ("?" for anything else). */
+const char *backend_kv_dtype_name(backend_kv_dtype d);
+/* NULL, "" or "auto": BACKEND_KV_AUTO; else one of the names above. IFD_OK, or
+ * IFD_ERR_INVALID (with a message) for an unknown name. */
+int backend_kv_dtype_parse(const char *name, backend_kv_dtype *out, char *err, size_t err_bytes);
+/* AUTO: f16 on the CPU; f32 on CUDA / EMU (their kernels read f32 only so far; bf16
+ * once they read it). Any other value is returned as it is. */
+backend_kv_dtype backend_kv_dtype_resolve(backend_kind kind, backend_kv_dtype d);
+/* IFD_OK when a backend of kind (AUTO resolved) stores dtype d; else IFD_ERR_UNSUPPORTED
+ * with a message (CUDA / EMU: f32 and auto only so far), IFD_ERR_INVALID for a value
+ * outside the enum. backend_create checks it too. */
+int backend_kv_dtype_check(backend_kind kind, backend_kv_dtype d, char *err, size_t err_bytes);
+/* Bytes of one (token, KV head) row of head_dim elements of dtype d (with INT8's scale). */
+size_t backend_kv_row_bytes(backend_kv_dtype d, int32_t head_dim);
 
 /* A slot_mapping entry that stores nothing: the token's K/V is not written to the KV
  * cache (a decode batch padded to a size a CUDA graph was captured for). The row is
@@ -149,7 +179,8 @@ int backend_create(backend **out, backend_kind kind, const model *m, const backe
 
 /* ---- memory queries and KV sizing, per kind (AUTO is resolved first) ----------------- */
 
-/* Bytes of KV cache one block takes (all layers, K and V) on a backend of kind. */
+/* Bytes of KV cache one block takes (all layers, K and V) on a backend of kind, dtype
+ * resolved as backend_kv_dtype_resolve does. */
 size_t backend_kv_block_bytes(backend_kind kind, const model *m, int32_t block_size,
                               backend_kv_dtype dtype);
 
@@ -160,6 +191,11 @@ size_t backend_kv_block_bytes(backend_kind kind, const model *m, int32_t block_s
  * activations. Returns IFD_OK or a negative status with a message. */
 int backend_kv_budget(backend_kind kind, const model *m, const backend_config *cfg,
                       int64_t *kv_bytes, char *err, size_t err_bytes);
+
+/* Log one line at engine start: the KV cache's dtype, bytes per token (all layers, K
+ * and V), the pool's blocks and the tokens they hold (n_blocks * block_size). */
+void backend_log_kv(backend_kind kind, const model *m, backend_kv_dtype dtype, int32_t block_size,
+                    int64_t n_blocks, int64_t budget_bytes);
 
 /* ---- the backends ---------------------------------------------------------------------- */
 

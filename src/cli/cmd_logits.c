@@ -1,6 +1,8 @@
-/* cmd_logits.c — `inferd logits -m FILE --ids "1 2 3"`: one line per position with
- * the full vocabulary's logits (%.9g), ids used verbatim (no BOS). The contract the
- * NumPy cross-check tests use.
+/* cmd_logits.c — `inferd logits -m FILE --ids "1 2 3" [--kv-cache-dtype D]`: one line
+ * per position with the full vocabulary's logits (%.9g), ids used verbatim (no BOS).
+ * The contract the NumPy cross-check tests use. The KV cache is f32 unless
+ * --kv-cache-dtype says otherwise: this tool checks the forward's arithmetic, and a
+ * reduced-precision cache (the engine's default elsewhere) is a separate, lossy choice.
  *
  * It runs the engine (non-threaded, one sequence) with a prompt-logprobs request of
  * max_tokens 0, so every prompt position's logits row is computed by the same path a
@@ -46,12 +48,14 @@ static void on_out(const inferd_output *o, void *user) {
 }
 
 int cli_logits(int argc, char **argv) {
-    const char *path = NULL, *ids_s = NULL;
+    const char *path = NULL, *ids_s = NULL, *kv_dtype = "f32";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc)
             path = argv[++i];
         else if (!strcmp(argv[i], "--ids") && i + 1 < argc)
             ids_s = argv[++i];
+        else if (!strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc)
+            kv_dtype = argv[++i];
         else {
             fprintf(stderr, "inferd logits: unknown or incomplete option '%s'\n", argv[i]);
             return 2;
@@ -78,6 +82,7 @@ int cli_logits(int argc, char **argv) {
     eo.max_num_seqs = 1;
     eo.max_model_len = n + 1; /* the prompt must be shorter than the context */
     eo.enable_prefix_caching = false;
+    eo.kv_cache_dtype = kv_dtype;
     if (inferd_engine_create(&e, &eo, err, sizeof err)) {
         fprintf(stderr, "inferd logits: %s\n", err);
         goto done;

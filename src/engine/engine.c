@@ -610,6 +610,10 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     const int64_t rows_by_mem = ((int64_t)256 << 20) / ((int64_t)e->n_vocab * (int64_t)sizeof(float));
     e->max_logits = (int32_t)IFD_MAX((int64_t)e->opt.max_num_seqs,
                                      IFD_MIN((int64_t)e->opt.max_num_batched_tokens, rows_by_mem));
+    backend_kv_dtype kv_dtype;
+    if ((rc = backend_kv_dtype_parse(o->kv_cache_dtype, &kv_dtype, err, err_bytes)) ||
+        (rc = backend_kv_dtype_check(use, kv_dtype, err, err_bytes)))
+        goto fail;
     backend_config bc = {.n_threads = o->n_threads,
                          .block_size = bs,
                          .max_batch_tokens = e->opt.max_num_batched_tokens,
@@ -617,7 +621,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                          .max_logits = e->max_logits,
                          .max_seq_len = e->max_model_len,
                          .reference = o->reference_kernels,
-                         .kv_dtype = BACKEND_KV_F32,
+                         .kv_dtype = backend_kv_dtype_resolve(use, kv_dtype),
                          .kv_cache_fraction = o->kv_cache_fraction,
                          .gpu_memory_utilization =
                              o->gpu_memory_utilization > 0 ? o->gpu_memory_utilization : 0.90,
@@ -650,6 +654,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                      was, e->max_model_len, (long long)budget, (long long)n_blocks, bs);
     }
     bc.n_blocks = (int32_t)n_blocks;
+    backend_log_kv(use, e->m, bc.kv_dtype, bs, n_blocks, budget);
     bc.max_seq_len = e->max_model_len; /* after the clamp above */
     if ((rc = backend_create(&e->be, kind, e->m, &bc, err, err_bytes))) goto fail;
     if ((rc = kv_create(&e->kv, (int32_t)n_blocks, bs, e->max_blocks_per_seq,

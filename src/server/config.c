@@ -71,6 +71,9 @@ static const cfg_opt OPTS[] = {
      "reuse cached KV blocks of shared prompt prefixes"},
     {"reference-kernels", NULL, E, CFG_BOOL, O(reference_kernels), "false", 0, 0, NULL, false,
      "CPU plain C reference kernels (slow; for tests)"},
+    {"kv-cache-dtype", NULL, E, CFG_ENUM, O(kv_cache_dtype), "auto", 0, 0, "auto|f32|f16|bf16|int8|fp8",
+     false, "KV cache element type: auto = f16 on the CPU, f32 on CUDA; int8 (a scale per token "
+            "and head) and fp8 (E4M3) hold ~4x the tokens of f32"},
     /* default: inferd_engine_options_default's, measured (see the comment there) */
     {"max-step-ms", NULL, E, CFG_FLOAT, O(max_step_ms), "100", 0, 600000, NULL,
      false, "a step that mixes prefill with decodes is sized to take at most this long (decode "
@@ -470,6 +473,8 @@ void config_engine_options(const server_config *c, inferd_engine_options *o) {
     o->max_model_len = (int32_t)c->max_model_len;
     o->enable_prefix_caching = c->enable_prefix_caching;
     o->reference_kernels = c->reference_kernels;
+    static const char *const KV_DTYPES[] = {"auto", "f32", "f16", "bf16", "int8", "fp8"};
+    o->kv_cache_dtype = KV_DTYPES[c->kv_cache_dtype];
     /* the CFG_ENUM choices of device, random-weights and dtype, in table order */
     static const inferd_device DEVICES[] = {INFERD_DEVICE_AUTO, INFERD_DEVICE_CUDA, INFERD_DEVICE_CPU,
                                             INFERD_DEVICE_EMU};

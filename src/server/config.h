@@ -93,6 +93,7 @@ typedef struct server_config {
     int64_t max_model_len;
     bool enable_prefix_caching;
     bool reference_kernels;
+    int64_t kv_cache_dtype; /* auto|f32|f16|bf16|int8|fp8 (config_engine_options maps it) */
     int64_t device;                /* auto|cuda|cpu|emu (config_engine_options maps it) */
     double gpu_memory_utilization; /* (0, 1] */
     bool cuda_graphs;              /* decode steps as CUDA graphs */

@@ -129,7 +129,7 @@ static int run_step(const att_world *w, const dev_world &dw, const att_step &st,
 static std::vector<float> ref_step(const att_world *w, const att_step &st) {
     const size_t qd = (size_t)w->n_heads * w->hd;
     std::vector<float> q = step_q(st, w), out(st.pos.size() * qd);
-    kv_view kv = {w->k.data(), w->v.data(), w->n_kv, w->hd, w->bs};
+    kv_view kv = {w->k.data(), w->v.data(), w->n_kv, w->hd, w->bs, BACKEND_KV_F32, 0};
     int maxc = 1;
     for (int c : st.ctx) maxc = c > maxc ? c : maxc;
     std::vector<float> scr(maxc);

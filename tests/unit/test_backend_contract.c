@@ -40,12 +40,14 @@ static float frand(void) { /* uniform in [-1, 1), never 0 */
 
 /* Fill every layer's K and V with the same random values on both backends. */
 static void fill_kv(cpu_backend *a, cpu_backend *b) {
-    const size_t n = a->layer_kv_floats * 2 * a->base.m->hp.n_layers;
-    for (size_t i = 0; i < n; i++) a->kv[i] = b->kv[i] = frand();
+    /* f32 pools (cfg_for leaves kv_dtype at BACKEND_KV_F32) */
+    const size_t n = a->layer_kv_bytes / sizeof(float) * 2 * a->base.m->hp.n_layers;
+    float *ka = (float *)(void *)a->kv, *kb = (float *)(void *)b->kv;
+    for (size_t i = 0; i < n; i++) ka[i] = kb[i] = frand();
 }
 
 static size_t kv_bytes(const cpu_backend *c) {
-    return c->layer_kv_floats * 2 * c->base.m->hp.n_layers * sizeof(float);
+    return c->layer_kv_bytes * 2 * c->base.m->hp.n_layers;
 }
 
 static void test_padding_slot(void) {
@@ -119,16 +121,17 @@ static void test_copy_blocks(void) {
     CHECKF(backend_create(&b, BACKEND_CPU, m, &cfg, err, sizeof err) == IFD_OK, "%s", err);
     if (b) {
         cpu_backend *C = (cpu_backend *)b;
-        for (size_t i = 0; i < C->layer_kv_floats * 2 * m->hp.n_layers; i++) C->kv[i] = frand();
+        float *kc = (float *)(void *)C->kv;
+        for (size_t i = 0; i < C->layer_kv_bytes / sizeof(float) * 2 * m->hp.n_layers; i++) kc[i] = frand();
         const int32_t src[] = {2, 7}, dst[] = {9, 0};
         CHECK(backend_copy_blocks(b, src, dst, 2) == IFD_OK);
-        const size_t bf = (size_t)BS * m->hp.n_kv_heads * m->hp.head_dim;
+        const size_t bf = (size_t)BS * m->hp.n_kv_heads * m->hp.head_dim * sizeof(float);
         for (uint32_t l = 0; l < m->hp.n_layers; l++)
             for (int i = 0; i < 2; i++) {
-                CHECK(!memcmp(cpu_kv_k(C, l) + dst[i] * bf, cpu_kv_k(C, l) + src[i] * bf, bf * 4));
-                CHECK(!memcmp(cpu_kv_v(C, l) + dst[i] * bf, cpu_kv_v(C, l) + src[i] * bf, bf * 4));
+                CHECK(!memcmp(cpu_kv_k(C, l) + dst[i] * bf, cpu_kv_k(C, l) + src[i] * bf, bf));
+                CHECK(!memcmp(cpu_kv_v(C, l) + dst[i] * bf, cpu_kv_v(C, l) + src[i] * bf, bf));
             }
-        CHECK(memcmp(cpu_kv_k(C, 0) + 1 * bf, cpu_kv_k(C, 0) + 2 * bf, bf * 4) != 0);
+        CHECK(memcmp(cpu_kv_k(C, 0) + 1 * bf, cpu_kv_k(C, 0) + 2 * bf, bf) != 0);
         CHECK(backend_copy_blocks(b, src, dst, 0) == IFD_OK);
     }
     backend_destroy(b);
@@ -175,6 +178,14 @@ static void test_kv_sizing(void) {
     const size_t want = (size_t)2 * hp->n_layers * 16 * hp->n_kv_heads * hp->head_dim * sizeof(float);
     CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_F32) == want);
     CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 32, BACKEND_KV_F32) == 2 * want);
+    /* the other dtypes: f16 / bf16 half, fp8 a quarter, int8 a quarter plus an f32 scale
+     * per (token, KV head); auto is f16 on the CPU */
+    const size_t rows = (size_t)2 * hp->n_layers * 16 * hp->n_kv_heads;
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_F16) == want / 2);
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_BF16) == want / 2);
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_FP8) == want / 4);
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_INT8) == want / 4 + rows * 4);
+    CHECK(backend_kv_block_bytes(BACKEND_CPU, m, 16, BACKEND_KV_AUTO) == want / 2);
     backend_config cfg = cfg_for(0);
     char err[256] = "";
     const int64_t avail = backend_cpu_mem_available();

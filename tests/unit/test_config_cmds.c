@@ -24,7 +24,8 @@ static void test_shared_engine_options(void) {
         char err[256] = "";
         char *argv[] = {"x", "-m", "m.gguf", "-t", "3", "--max-num-seqs", "5", "--max-num-batched-tokens=77",
                         "--kv-cache-memory", "1M", "--block-size", "32", "--max-model-len", "128",
-                        "--no-enable-prefix-caching", "--reference-kernels", "--max-step-ms", "12.5"};
+                        "--no-enable-prefix-caching", "--reference-kernels", "--max-step-ms", "12.5",
+                        "--kv-cache-dtype", i % 2 ? "int8" : "fp8"};
         CHECKF(load(&c, cmds[i], argv, (int)IFD_ARRAY_LEN(argv), err) == 0, "cmd %d: %s", i, err);
         inferd_engine_options o;
         memset(&o, 0, sizeof o);
@@ -34,9 +35,32 @@ static void test_shared_engine_options(void) {
         CHECK(o.max_num_batched_tokens == 77 && o.kv_cache_bytes == 1 << 20 && o.block_size == 32);
         CHECK(o.max_model_len == 128 && !o.enable_prefix_caching && o.reference_kernels);
         CHECK(o.max_step_ms == 12.5 && o.threaded); /* threaded is the caller's */
+        CHECK(o.kv_cache_dtype && !strcmp(o.kv_cache_dtype, i % 2 ? "int8" : "fp8"));
         CHECK(config_given(&c, "max-num-seqs") && !config_given(&c, "kv-cache-fraction"));
         server_config_deinit(&c);
     }
+}
+
+/* --kv-cache-dtype: auto by default, every listed name, nothing else */
+static void test_kv_cache_dtype(void) {
+    const char *names[] = {"auto", "f32", "f16", "bf16", "int8", "fp8"};
+    for (size_t i = 0; i <= IFD_ARRAY_LEN(names); i++) {
+        server_config c;
+        char err[256] = "";
+        char *argv[] = {"x", "--kv-cache-dtype", (char *)(i ? names[i - 1] : "auto")};
+        CHECKF(load(&c, CFG_CMD_PERPLEXITY, argv, i ? 3 : 1, err) == 0, "%s", err);
+        inferd_engine_options o;
+        memset(&o, 0, sizeof o);
+        config_engine_options(&c, &o);
+        CHECK(o.kv_cache_dtype && !strcmp(o.kv_cache_dtype, i ? names[i - 1] : "auto"));
+        server_config_deinit(&c);
+    }
+    server_config c;
+    char err[256] = "";
+    char *bad[] = {"x", "--kv-cache-dtype", "q4_0"};
+    CHECK(load(&c, CFG_CMD_GENERATE, bad, 3, err) != 0);
+    CHECKF(strstr(err, "kv-cache-dtype") != NULL, "%s", err);
+    server_config_deinit(&c);
 }
 
 static void test_command_options(void) {
@@ -290,6 +314,6 @@ static void test_random_weights_options(void) {
     }
 }
 
-TEST_MAIN(T(test_shared_engine_options), T(test_command_options), T(test_generate_options),
+TEST_MAIN(T(test_shared_engine_options), T(test_kv_cache_dtype), T(test_command_options), T(test_generate_options),
           T(test_bench_options), T(test_perplexity_options), T(test_env_and_file_are_serve_only), T(test_help), T(test_device_options),
           T(test_random_weights_options))

@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/ops.h"
+#include "backend/kv_dtype.h"
 #include "model/model.h"
 #include "model/quant.h"
 #include "test_util.h"
@@ -362,11 +363,53 @@ static void test_rope(void) {
         }
 }
 
+/* The KV layouts and dtypes the attention cases run over: f32 in both row orders, the
+ * other dtypes blocked (as the CPU backend stores them). */
+static const struct {
+    backend_kv_dtype dt;
+    int32_t blocked;
+} KV_CASES[] = {{BACKEND_KV_F32, 0}, {BACKEND_KV_F32, 1}, {BACKEND_KV_F16, 1},
+                {BACKEND_KV_BF16, 1}, {BACKEND_KV_INT8, 1}, {BACKEND_KV_FP8, 1}};
+
+/* A paged cache of n_slots slots: K and V from f32 values kf/vf ([slot][n_kv][hd]),
+ * stored as the view's dtype and row order through kv_store_row (what rope_store does). */
+static void kv_fill(kv_view *kv, int32_t n_slots, const float *kf, const float *vf) {
+    const size_t rb = kv_view_row_bytes(kv), hd = (size_t)kv->head_dim;
+    uint8_t *K = malloc((size_t)n_slots * kv->n_kv_heads * rb);
+    uint8_t *V = malloc((size_t)n_slots * kv->n_kv_heads * rb);
+    for (int32_t sl = 0; sl < n_slots; sl++)
+        for (int32_t h = 0; h < kv->n_kv_heads; h++) {
+            const size_t src = ((size_t)sl * kv->n_kv_heads + h) * hd, row = kv_row_index(kv, sl, h);
+            kv_store_row(kv->dtype, K + row * rb, kf + src, kv->head_dim);
+            kv_store_row(kv->dtype, V + row * rb, vf + src, kv->head_dim);
+        }
+    kv->k = K;
+    kv->v = V;
+}
+
+/* The same cache as f32 rows (slot order): each stored row read back (kv_load_row). */
+static kv_view kv_dequantized(const kv_view *kv, int32_t n_slots) {
+    const size_t rb = kv_view_row_bytes(kv), hd = (size_t)kv->head_dim;
+    float *K = malloc((size_t)n_slots * kv->n_kv_heads * hd * 4);
+    float *V = malloc((size_t)n_slots * kv->n_kv_heads * hd * 4);
+    for (int32_t sl = 0; sl < n_slots; sl++)
+        for (int32_t h = 0; h < kv->n_kv_heads; h++) {
+            const size_t dst = ((size_t)sl * kv->n_kv_heads + h) * hd, row = kv_row_index(kv, sl, h);
+            kv_load_row(kv->dtype, (const uint8_t *)kv->k + row * rb, K + dst, kv->head_dim);
+            kv_load_row(kv->dtype, (const uint8_t *)kv->v + row * rb, V + dst, kv->head_dim);
+        }
+    return (kv_view){.k = K, .v = V, .n_kv_heads = kv->n_kv_heads, .head_dim = kv->head_dim,
+                     .block_size = kv->block_size};
+}
+
 /* Attention: two sequences with scrambled block tables, GQA (8 heads over 2 KV heads),
- * several query tokens each, against op_attention_ref per sequence. Tolerance:
- * 2e-5 absolute with |v| < 1 (the SIMD exp and reordered sums). Then batch invariance:
- * sequence 0 alone gives the same bits as inside the two-sequence batch, and each query
- * alone (a decode step) the same bits as inside a multi-token call. */
+ * several query tokens each, against op_attention_ref per sequence, at every KV dtype
+ * and row order (KV_CASES). Tolerance: 2e-5 absolute with |v| < 1 (the SIMD exp and
+ * reordered sums; INT8 / FP8 multiply a row's scale into the dot / the weight instead
+ * of into each element: a few ulps more). Then batch invariance: sequence 0 alone gives
+ * the same bits as inside the two-sequence batch, and each query alone (a decode step)
+ * the same bits as inside a multi-token call. And the reference reading a dtype
+ * directly gives the same bits as the reference over that cache read back to f32. */
 static void test_attention(void) {
     enum { NKV = 2, NH = 8, BS = 4, NB = 40 };
     const int32_t hds[] = {64, 128, 40};
@@ -374,10 +417,15 @@ static void test_attention(void) {
         ops_ctx *c = ops_ctx_create(2, level);
         CHECK(c && ops_ctx_reserve(c, 64, 256, NB * BS, NH / NKV) == IFD_OK);
         if (!c) continue;
-        for (size_t hi = 0; hi < IFD_ARRAY_LEN(hds); hi++) {
+        for (size_t hi = 0; hi < IFD_ARRAY_LEN(hds); hi++)
+        for (size_t ci = 0; ci < IFD_ARRAY_LEN(KV_CASES); ci++) {
             const int32_t HD = hds[hi];
             const size_t kvn = (size_t)NB * BS * NKV * HD;
-            float *kc = rand_vec(kvn, 1.0f), *vc = rand_vec(kvn, 1.0f);
+            float *kf = rand_vec(kvn, 1.0f), *vf = rand_vec(kvn, 1.0f);
+            kv_view kv = {.n_kv_heads = NKV, .head_dim = HD, .block_size = BS,
+                          .dtype = KV_CASES[ci].dt, .blocked = KV_CASES[ci].blocked};
+            kv_fill(&kv, NB * BS, kf, vf);
+            const char *dn = backend_kv_dtype_name(kv.dtype);
             /* seq 0: 20 blocks (keys up to 77), 3 queries at 75..77; seq 1: 17 queries
              * at 0..16 (a prefill chunk from the start) */
             int32_t bt[2][20];
@@ -392,7 +440,6 @@ static void test_attention(void) {
             float *q = rand_vec((size_t)nq * NH * HD, 1.0f);
             float *o = malloc((size_t)nq * NH * HD * 4), *r = malloc((size_t)nq * NH * HD * 4);
             float scratch[NB * BS];
-            kv_view kv = {kc, vc, NKV, HD, BS};
             op_attention(c, o, q, 2, ss, pos, NH, &kv, &bt[0][0], 20);
             op_attention_ref(r, q, n0, pos, NH, &kv, bt[0], scratch);
             op_attention_ref(r + (size_t)n0 * NH * HD, q + (size_t)n0 * NH * HD, n1, pos + n0, NH,
@@ -400,8 +447,19 @@ static void test_attention(void) {
             int bad = 0;
             for (size_t i = 0; i < (size_t)nq * NH * HD; i++)
                 if (!(fabsf(o[i] - r[i]) <= 2e-5f)) bad++;
-            CHECKF(bad == 0, "attention hd %d level %s: %d bad", HD,
-                   cpu_level_name((cpu_level)level), bad);
+            CHECKF(bad == 0, "attention hd %d level %s kv %s%s: %d bad", HD,
+                   cpu_level_name((cpu_level)level), dn, kv.blocked ? " blocked" : "", bad);
+            if (level == 0) {
+                /* the reference over the stored dtype == over its f32 read-back */
+                kv_view f32 = kv_dequantized(&kv, NB * BS);
+                float *r2 = malloc((size_t)n0 * NH * HD * 4);
+                op_attention_ref(r2, q, n0, pos, NH, &f32, bt[0], scratch);
+                CHECKF(memcmp(r2, r, (size_t)n0 * NH * HD * 4) == 0,
+                       "reference attention kv %s differs from its f32 read-back", dn);
+                free(r2);
+                free((void *)f32.k);
+                free((void *)f32.v);
+            }
             float *alone = malloc((size_t)n1 * NH * HD * 4);
             int32_t ss1[2] = {0, n0};
             op_attention(c, alone, q, 1, ss1, pos, NH, &kv, &bt[0][0], 20);
@@ -415,11 +473,13 @@ static void test_attention(void) {
                              &bt[1][0], 20);
                 bad_rows += memcmp(alone, o + (size_t)ti * NH * HD, (size_t)NH * HD * 4) != 0;
             }
-            CHECKF(bad_rows == 0, "attention hd %d level %s: %d rows differ alone vs in a tile", HD,
-                   cpu_level_name((cpu_level)level), bad_rows);
+            CHECKF(bad_rows == 0, "attention hd %d level %s kv %s: %d rows differ alone vs in a tile",
+                   HD, cpu_level_name((cpu_level)level), dn, bad_rows);
             free(alone);
-            free(kc);
-            free(vc);
+            free(kf);
+            free(vf);
+            free((void *)kv.k);
+            free((void *)kv.v);
             free(q);
             free(o);
             free(r);
@@ -435,10 +495,10 @@ typedef struct be_run {
     int32_t block_table[2][16];
 } be_run;
 
-static backend *make_backend(const model *m, int reference) {
+static backend *make_backend(const model *m, int reference, backend_kv_dtype kv_dtype) {
     backend_config cfg = {.n_threads = 2, .block_size = 16, .n_blocks = 32, .max_batch_tokens = 64,
                           .max_batch_seqs = 4, .max_logits = 64, .max_seq_len = 256,
-                          .reference = reference};
+                          .reference = reference, .kv_dtype = kv_dtype};
     backend *b = NULL;
     char err[256];
     if (backend_create(&b, BACKEND_CPU, m, &cfg, err, sizeof err)) fprintf(stderr, "  %s\n", err);
@@ -467,7 +527,8 @@ static void feed(backend *b, int32_t n_seqs, const int32_t *ns, const int32_t *p
     CHECK(backend_forward(b, &batch, logits) == IFD_OK);
 }
 
-/* For each shakespeare model (F32, Q8_0, Q4_0, Q4_K_M): (1) the fast backend's logits
+/* For each shakespeare model (F32, Q8_0, Q4_0, Q4_K_M; the F32 one at every KV cache
+ * dtype, the others with an f32 cache): (1) the fast backend's logits
  * for a 40-token prefill + 1 decode match the reference backend (tolerance: 2e-2 of the
  * logits' max magnitude for the quantized models (int8 activations), 1e-3 for F32 — errors compound over 4
  * layers); (2) batch invariance: sequence 0's logits computed alone (prefill 40 then
@@ -478,7 +539,8 @@ static void test_backend_models(void) {
                            "shakespeare-target-Q4_0.gguf", "shakespeare-target-Q4_K_M.gguf"};
     int32_t toks[64];
     for (int i = 0; i < 64; i++) toks[i] = 3 + (i * 131) % 900;
-    for (size_t f = 0; f < IFD_ARRAY_LEN(files); f++) {
+    for (size_t f = 0; f < IFD_ARRAY_LEN(files); f++)
+    for (int kd = 0; kd < (f == 0 ? BACKEND_KV_N_DTYPES : 1); kd++) {
         char path[1024], err[256];
         snprintf(path, sizeof path, "%s/models/%s", INFERD_SHARED_DIR, files[f]);
         model *m = NULL;
@@ -487,7 +549,9 @@ static void test_backend_models(void) {
             continue;
         }
         const int32_t V = (int32_t)m->hp.n_vocab;
-        backend *ref = make_backend(m, 1), *fast = make_backend(m, 0), *fast2 = make_backend(m, 0);
+        const backend_kv_dtype kvd = (backend_kv_dtype)kd;
+        backend *ref = make_backend(m, 1, kvd), *fast = make_backend(m, 0, kvd),
+                *fast2 = make_backend(m, 0, kvd);
         CHECK(ref && fast && fast2);
         float *lr = malloc((size_t)64 * V * 4), *lf = malloc((size_t)64 * V * 4);
         float *la = malloc((size_t)64 * V * 4), *lb = malloc((size_t)64 * V * 4);
@@ -501,21 +565,24 @@ static void test_backend_models(void) {
             err_max = fmaxf(err_max, fabsf(lr[i] - lf[i]));
         }
         const bool i8 = f != 0; /* int8 activations (Q4_K_M: at the AVX-512 level) */
-        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx, "%s: fast vs reference prefill max err %g (max %g)",
-               files[f], err_max, mx);
+        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx,
+               "%s kv %s: fast vs reference prefill max err %g (max %g)", files[f],
+               backend_kv_dtype_name(kvd), err_max, mx);
         feed(ref, 1, &n1, &p40, toks, lr);
         feed(fast, 1, &n1, &p40, toks, la); /* la: seq 0's decode logits, alone */
         err_max = 0.0f;
         for (int32_t i = 0; i < V; i++) err_max = fmaxf(err_max, fabsf(lr[i] - la[i]));
-        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx, "%s: decode max err %g", files[f], err_max);
+        CHECKF(err_max <= (i8 ? 2e-2f : 1e-3f) * mx, "%s kv %s: decode max err %g", files[f],
+               backend_kv_dtype_name(kvd), err_max);
         /* (2) batch invariance: seq 0 (40 + 1 tokens) alongside seq 1 (7 then 23 tokens
          * at positions 30.., so the batches are 47 and 24 rows) */
         int32_t ns_a[2] = {40, 7}, p_a[2] = {0, 30}, ns_b[2] = {1, 23}, p_b[2] = {40, 37};
         feed(fast2, 2, ns_a, p_a, toks, lb);
-        CHECKF(memcmp(lb, lf, (size_t)40 * V * 4) == 0, "%s: prefill logits depend on the batch",
-               files[f]);
+        CHECKF(memcmp(lb, lf, (size_t)40 * V * 4) == 0, "%s kv %s: prefill logits depend on the batch",
+               files[f], backend_kv_dtype_name(kvd));
         feed(fast2, 2, ns_b, p_b, toks, lb);
-        CHECKF(memcmp(lb, la, (size_t)V * 4) == 0, "%s: decode logits depend on the batch", files[f]);
+        CHECKF(memcmp(lb, la, (size_t)V * 4) == 0, "%s kv %s: decode logits depend on the batch",
+               files[f], backend_kv_dtype_name(kvd));
         free(lr);
         free(lf);
         free(la);

@@ -62,13 +62,26 @@ static void make_prompts(prompt *p, int n, unsigned seed, bool shared_prefix) {
 /* Run prompts through a fresh non-threaded engine; sequential == true submits each
  * after the previous finished (so the prefix cache can hit), else all at once. */
 /* The engine's defaults, on the device INFERD_TEST_DEVICE names (cpu|cuda|emu; ctest
- * runs this file again as test_engine_emu: the CUDA backend under the SIMT emulation). */
+ * runs this file again as test_engine_emu: the CUDA backend under the SIMT emulation)
+ * with the KV cache dtype INFERD_TEST_KV_DTYPE names (unset: auto; ctest runs the
+ * cases again as test_engine_kv_<dtype>, tests/unit/kv_dtype.cmake). */
 static void opts_default(inferd_engine_options *o) {
     inferd_engine_options_default(o);
     const char *d = getenv("INFERD_TEST_DEVICE");
     if (d && !strcmp(d, "emu")) o->device = INFERD_DEVICE_EMU;
     else if (d && !strcmp(d, "cuda")) o->device = INFERD_DEVICE_CUDA;
     else if (d && !strcmp(d, "cpu")) o->device = INFERD_DEVICE_CPU;
+    o->kv_cache_dtype = getenv("INFERD_TEST_KV_DTYPE");
+}
+
+/* Bytes of one token's K and V in the shared model (4 layers, 2 KV heads of 64) at
+ * o's KV cache dtype (auto: f16 on the CPU, f32 on CUDA / EMU; with device auto, which
+ * may be CUDA: f32's, so the pool is 20 blocks or, as f16 on the CPU, 40). */
+static int64_t kv_token_bytes(const inferd_engine_options *o) {
+    const char *d = o->kv_cache_dtype;
+    if (!d || !strcmp(d, "auto")) d = o->device == INFERD_DEVICE_CPU ? "f16" : "f32";
+    const int64_t row = !strcmp(d, "f32") ? 256 : !strcmp(d, "int8") ? 68 : !strcmp(d, "fp8") ? 64 : 128;
+    return 2 * 4 /*layers*/ * 2 /*kv heads*/ * row;
 }
 
 /* Submit p greedy (ignore_eos, NTOP logprobs) with out as its result; false (said on
@@ -162,7 +175,7 @@ static void test_preemption(void) {
     /* 20 blocks of 16 tokens: 12 sequences of up to ~190 tokens cannot all fit */
     const model *m = NULL;
     (void)m;
-    o.kv_cache_bytes = 20 * 16 * 2 * 4 /*layers*/ * 2 /*kv heads*/ * 64 * 4;
+    o.kv_cache_bytes = 20 * 16 * kv_token_bytes(&o);
     CHECK(run(&o, P, NP, false, R1, &s1));
     CHECKF(s1.preemptions > 0, "preemptions %llu", (unsigned long long)s1.preemptions);
     CHECK(compare(R0, R1, NP, "preemption") == 0);

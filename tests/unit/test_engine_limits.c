@@ -85,7 +85,8 @@ static inferd_engine *engine_new(const inferd_engine_options *base, char *err, s
     return e;
 }
 
-/* Bytes of one KV block of the shared model at block size bs. */
+/* Bytes of one KV block of the shared model at block size bs, in the engine's default
+ * KV dtype on the device it picks (auto, auto: f16 on the CPU, f32 on CUDA). */
 static int64_t block_bytes(int32_t bs) {
     inferd_engine_options o;
     inferd_engine_options_default(&o);
@@ -93,7 +94,7 @@ static int64_t block_bytes(int32_t bs) {
     char err[256];
     inferd_engine *e = engine_new(&o, err, sizeof err);
     if (!e) return 0;
-    int64_t b = (int64_t)backend_kv_block_bytes(BACKEND_CPU, inferd_model(e), bs, BACKEND_KV_F32);
+    int64_t b = (int64_t)backend_kv_block_bytes(BACKEND_AUTO, inferd_model(e), bs, BACKEND_KV_AUTO);
     inferd_engine_destroy(e);
     return b;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/kv_dtype.h"
 #include "model/quant.h"
 #include "tokenizer/tokenizer.h"
 #include "test_util.h"
@@ -85,10 +86,10 @@ static void test_tables(void) {
     CHECK(fo->begin(F, &batch, &rp) == IFD_OK);
     /* seq 1's keys 0..2 are not written by this batch: fill both caches alike */
     {
-        float *kc = cpu_kv_k(R, 0), *vc = cpu_kv_v(R, 0);
-        for (size_t i = 0; i < R->layer_kv_floats; i++) kc[i] = frand(), vc[i] = frand();
-        memcpy(cpu_kv_k(F, 0), kc, R->layer_kv_floats * 4);
-        memcpy(cpu_kv_v(F, 0), vc, R->layer_kv_floats * 4);
+        float *kc = (float *)(void *)cpu_kv_k(R, 0), *vc = (float *)(void *)cpu_kv_v(R, 0);
+        for (size_t i = 0; i < R->layer_kv_bytes / 4; i++) kc[i] = frand(), vc[i] = frand();
+        memcpy(cpu_kv_k(F, 0), kc, R->layer_kv_bytes);
+        memcpy(cpu_kv_v(F, 0), vc, R->layer_kv_bytes);
     }
 
     /* embed */
@@ -148,9 +149,9 @@ static void test_tables(void) {
     CHECK(ro->rope_store(R, 0, qr, kr, vr, &batch, &rp) == IFD_OK);
     CHECK(fo->rope_store(F, 0, qf, kf, vf, &batch, &rp) == IFD_OK);
     CHECK(memcmp(qf, qr, nq * 4) == 0 && memcmp(kf, kr, nkv * 4) == 0);
-    CHECK(memcmp(cpu_kv_k(F, 0), cpu_kv_k(R, 0), R->layer_kv_floats * 4) == 0);
-    CHECK(memcmp(cpu_kv_v(F, 0), cpu_kv_v(R, 0), R->layer_kv_floats * 4) == 0);
-    const float *v_slot = cpu_kv_v(R, 0) + (size_t)slot[13] * kv_dim;
+    CHECK(memcmp(cpu_kv_k(F, 0), cpu_kv_k(R, 0), R->layer_kv_bytes) == 0);
+    CHECK(memcmp(cpu_kv_v(F, 0), cpu_kv_v(R, 0), R->layer_kv_bytes) == 0);
+    const uint8_t *v_slot = cpu_kv_v(R, 0) + (size_t)slot[13] * kv_dim * 4;
     CHECK(memcmp(v_slot, vr + (size_t)13 * kv_dim, (size_t)kv_dim * 4) == 0);
 
     /* attention over the two sequences' paged keys */
@@ -173,4 +174,100 @@ out:
     model_destroy(m);
 }
 
-TEST_MAIN(T(test_tables))
+/* rope_store and attention at every KV cache dtype: the fast table stores the same
+ * bytes as the reference (the one conversion, kv_dtype.c), a stored row reads back
+ * within the dtype's rounding, and the fast attention over the stored dtype is within
+ * the f32 tolerance of the reference's (2e-5 absolute, |v| < 1). The pool takes the
+ * dtype's bytes: 1/2 (f16, bf16), (hd + 4) / 4hd (int8), 1/4 (fp8) of f32's. */
+static void test_kv_dtypes(void) {
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/models/shakespeare-target.gguf", INFERD_SHARED_DIR);
+    model *m = NULL;
+    if (model_load(&m, path, err, sizeof err)) {
+        CHECKF(0, "cannot load %s: %s", path, err);
+        return;
+    }
+    const model_hparams *hp = &m->hp;
+    const int32_t hd = (int32_t)hp->head_dim, nkv = (int32_t)hp->n_kv_heads;
+    const int32_t q_dim = (int32_t)hp->n_heads * hd, kv_dim = nkv * hd;
+    const size_t nq = (size_t)T * q_dim, nkvt = (size_t)T * kv_dim;
+    size_t f32_bytes = 0;
+    for (int d = 0; d < BACKEND_KV_N_DTYPES; d++) {
+        const backend_kv_dtype dt = (backend_kv_dtype)d;
+        const char *dn = backend_kv_dtype_name(dt);
+        backend_config cfg = {.n_threads = 2, .block_size = 4, .n_blocks = 16, .max_batch_tokens = T,
+                              .max_batch_seqs = 2, .max_logits = T, .max_seq_len = 64,
+                              .kv_dtype = dt};
+        backend *rb = NULL, *fb = NULL;
+        cfg.reference = 1;
+        CHECKF(backend_create(&rb, BACKEND_CPU, m, &cfg, err, sizeof err) == IFD_OK, "%s", err);
+        cfg.reference = 0;
+        CHECKF(backend_create(&fb, BACKEND_CPU, m, &cfg, err, sizeof err) == IFD_OK, "%s", err);
+        if (!rb || !fb) {
+            backend_destroy(rb);
+            backend_destroy(fb);
+            continue;
+        }
+        cpu_backend *R = (cpu_backend *)rb, *F = (cpu_backend *)fb;
+        CHECK(R->kv_dtype == dt && F->kv_dtype == dt);
+        if (dt == BACKEND_KV_F32) f32_bytes = R->layer_kv_bytes;
+        const size_t want = f32_bytes / (4 * (size_t)hd) * backend_kv_row_bytes(dt, hd);
+        CHECKF(R->layer_kv_bytes == want, "kv %s: layer pool %zu bytes, want %zu", dn,
+               R->layer_kv_bytes, want);
+        /* the batch of test_tables: seq 0 = 12 tokens at 0..11, seq 1 = 8 at 3..10 */
+        int32_t ids[T], pos[T], slot[T], ss[3] = {0, 12, T}, ctx[2] = {12, 11}, bt[2 * 4];
+        const int32_t blocks[2][4] = {{9, 2, 14, 5}, {0, 11, 7, 3}};
+        for (int s = 0; s < 2; s++)
+            for (int k = 0; k < 4; k++) bt[s * 4 + k] = blocks[s][k];
+        for (int32_t t = 0; t < T; t++) {
+            const int s = t >= 12;
+            ids[t] = 3 + (t * 53) % 900;
+            pos[t] = s ? 3 + t - 12 : t;
+            slot[t] = blocks[s][pos[t] / 4] * 4 + pos[t] % 4;
+        }
+        const ifd_batch batch = {.n_tokens = T, .token_ids = ids, .positions = pos, .slot_mapping = slot,
+                                 .n_seqs = 2, .seq_start = ss, .context_len = ctx, .block_table = bt,
+                                 .max_blocks_per_seq = 4, .n_logits = 0};
+        const rope_params rp = fwd_rope_params(m);
+        CHECK(cpu_fwd_fast.begin(F, &batch, &rp) == IFD_OK);
+        /* every slot of layer 0 holds random rows, stored alike in both pools */
+        float *rk = rand_vec((size_t)kv_dim, 1.0f), *rv = rand_vec((size_t)kv_dim, 1.0f);
+        for (int32_t sl = 0; sl < 16 * 4; sl++) {
+            for (int32_t i = 0; i < kv_dim; i++) rk[i] = frand(), rv[i] = frand();
+            cpu_kv_store(R, 0, sl, rk, rv);
+            cpu_kv_store(F, 0, sl, rk, rv);
+        }
+        float *qr = rand_vec(nq, 1.0f), *kr = rand_vec(nkvt, 1.0f), *vr = rand_vec(nkvt, 1.0f);
+        float *qf = dup(qr, nq), *kf = dup(kr, nkvt), *vf = dup(vr, nkvt);
+        CHECK(cpu_fwd_ref.rope_store(R, 0, qr, kr, vr, &batch, &rp) == IFD_OK);
+        CHECK(cpu_fwd_fast.rope_store(F, 0, qf, kf, vf, &batch, &rp) == IFD_OK);
+        CHECKF(memcmp(cpu_kv_k(F, 0), cpu_kv_k(R, 0), R->layer_kv_bytes) == 0 &&
+                   memcmp(cpu_kv_v(F, 0), cpu_kv_v(R, 0), R->layer_kv_bytes) == 0,
+               "kv %s: rope_store stored different bytes", dn);
+        /* token 13's V, head by head, read back from its slot */
+        const kv_view kv = cpu_kv_view(R, 0);
+        const double tol[] = {0, 1.0 / 2048, 1.0 / 256, 1.0 / 254, 1.0 / 16}; /* of amax */
+        int bad = 0;
+        for (int32_t h = 0; h < nkv; h++) {
+            float back[512], amax = 0;
+            const float *want_v = vr + (size_t)13 * kv_dim + (size_t)h * hd;
+            kv_load_row(dt, (const uint8_t *)kv.v + kv_row_index(&kv, slot[13], h) * kv_view_row_bytes(&kv),
+                        back, hd);
+            for (int32_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(want_v[i]));
+            for (int32_t i = 0; i < hd; i++)
+                if (!(fabs((double)back[i] - want_v[i]) <= tol[d] * amax * 1.0001)) bad++;
+        }
+        CHECKF(bad == 0, "kv %s: %d stored V elements past the rounding bound", dn, bad);
+        float *a = malloc(nq * 4), *b = malloc(nq * 4);
+        CHECK(cpu_fwd_ref.attention(R, 0, a, qr, &batch) == IFD_OK &&
+              cpu_fwd_fast.attention(F, 0, b, qf, &batch) == IFD_OK);
+        CHECKF(n_far(b, a, nq, 0.0f, 2e-5f) == 0, "kv %s: attention", dn);
+        free(a), free(b), free(rk), free(rv);
+        free(qr), free(kr), free(vr), free(qf), free(kf), free(vf);
+        backend_destroy(rb);
+        backend_destroy(fb);
+    }
+    model_destroy(m);
+}
+
+TEST_MAIN(T(test_tables), T(test_kv_dtypes))

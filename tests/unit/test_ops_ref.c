@@ -68,7 +68,7 @@ static void test_attention_paging(void) {
         }
     }
     for (int i = 0; i < NPOS * NH * HD; i++) q[i] = frand(&s);
-    kv_view a = {k1, v1, NKV, HD, BS}, b = {k2, v2, NKV, HD, BS};
+    kv_view a = {k1, v1, NKV, HD, BS, BACKEND_KV_F32, 0}, b = {k2, v2, NKV, HD, BS, BACKEND_KV_F32, 0};
     op_attention_ref(o1, q, NPOS, pos, NH, &a, ident, scratch);
     op_attention_ref(o2, q, NPOS, pos, NH, &b, perm, scratch);
     CHECK(memcmp(o1, o2, sizeof o1) == 0);

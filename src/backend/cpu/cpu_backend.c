@@ -14,6 +14,7 @@
 
 #include "../../model/quant.h"
 #include "../../util/common.h"
+#include "../kv_dtype.h"
 #include "cpu_backend.h"
 
 int64_t backend_cpu_mem_available(void) {
@@ -27,11 +28,11 @@ int64_t backend_cpu_mem_available(void) {
     return (int64_t)kb * 1024;
 }
 
-float *cpu_kv_k(cpu_backend *cb, uint32_t layer) {
-    return cb->kv + (size_t)layer * 2 * cb->layer_kv_floats;
+uint8_t *cpu_kv_k(cpu_backend *cb, uint32_t layer) {
+    return cb->kv + (size_t)layer * 2 * cb->layer_kv_bytes;
 }
-float *cpu_kv_v(cpu_backend *cb, uint32_t layer) {
-    return cpu_kv_k(cb, layer) + cb->layer_kv_floats;
+uint8_t *cpu_kv_v(cpu_backend *cb, uint32_t layer) {
+    return cpu_kv_k(cb, layer) + cb->layer_kv_bytes;
 }
 kv_view cpu_kv_view(cpu_backend *cb, uint32_t layer) {
     const model_hparams *hp = &cb->base.m->hp;
@@ -39,7 +40,26 @@ kv_view cpu_kv_view(cpu_backend *cb, uint32_t layer) {
                      .v = cpu_kv_v(cb, layer),
                      .n_kv_heads = (int32_t)hp->n_kv_heads,
                      .head_dim = (int32_t)hp->head_dim,
-                     .block_size = cb->base.cfg.block_size};
+                     .block_size = cb->base.cfg.block_size,
+                     .dtype = cb->kv_dtype,
+                     .blocked = cb->kv_dtype != BACKEND_KV_F32};
+}
+size_t cpu_kv_block_bytes(const cpu_backend *cb) {
+    const model_hparams *hp = &cb->base.m->hp;
+    return (size_t)cb->base.cfg.block_size * hp->n_kv_heads *
+           backend_kv_row_bytes(cb->kv_dtype, (int32_t)hp->head_dim);
+}
+
+void cpu_kv_store(cpu_backend *cb, uint32_t layer, int32_t slot, const float *k, const float *v) {
+    const kv_view kv = cpu_kv_view(cb, layer);
+    const size_t rb = kv_view_row_bytes(&kv);
+    const size_t row0 = kv_row_index(&kv, slot, 0);
+    /* head h's row is row0 + h (slot order) or row0 + h * block_size (blocked) */
+    const size_t head_stride = (kv.blocked ? (size_t)kv.block_size : 1) * rb;
+    kv_store_heads(kv.dtype, cpu_kv_k(cb, layer) + row0 * rb, head_stride, k, kv.n_kv_heads,
+                   kv.head_dim);
+    kv_store_heads(kv.dtype, cpu_kv_v(cb, layer) + row0 * rb, head_stride, v, kv.n_kv_heads,
+                   kv.head_dim);
 }
 
 int cpu_embed(void *ctx, float *out, const wmat *e, const int32_t *ids, int32_t n) {
@@ -66,17 +86,15 @@ static int cpu_forward(backend *b, const ifd_batch *bt, float *logits) {
 static int cpu_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, int32_t n) {
     cpu_backend *cb = (cpu_backend *)b;
     const model_hparams *hp = &b->m->hp;
-    const size_t block_floats = (size_t)b->cfg.block_size * hp->n_kv_heads * hp->head_dim;
+    const size_t bb = cpu_kv_block_bytes(cb); /* a block's rows are contiguous */
     for (int32_t i = 0; i < n; i++) /* block ids come from the engine's KV manager */
         IFD_ASSERT(src[i] >= 0 && src[i] < b->cfg.n_blocks && dst[i] >= 0 &&
                    dst[i] < b->cfg.n_blocks);
     for (uint32_t l = 0; l < hp->n_layers; l++)
         for (int32_t i = 0; i < n; i++) {
-            float *K = cpu_kv_k(cb, l), *V = cpu_kv_v(cb, l);
-            memcpy(K + (size_t)dst[i] * block_floats, K + (size_t)src[i] * block_floats,
-                   block_floats * sizeof(float));
-            memcpy(V + (size_t)dst[i] * block_floats, V + (size_t)src[i] * block_floats,
-                   block_floats * sizeof(float));
+            uint8_t *K = cpu_kv_k(cb, l), *V = cpu_kv_v(cb, l);
+            memcpy(K + (size_t)dst[i] * bb, K + (size_t)src[i] * bb, bb);
+            memcpy(V + (size_t)dst[i] * bb, V + (size_t)src[i] * bb, bb);
         }
     return IFD_OK;
 }
@@ -135,8 +153,22 @@ int backend_cpu_create(backend **out, const model *m, const backend_config *cfg,
     const size_t kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
     const size_t q_dim = (size_t)hp->n_heads * hp->head_dim;
     bool ok = true;
-    cb->layer_kv_floats = (size_t)cfg->n_blocks * cfg->block_size * kv_dim;
-    cb->kv = alloc_floats(cb->layer_kv_floats, 2 * (size_t)hp->n_layers, &ok);
+    cb->kv_dtype = backend_kv_dtype_resolve(BACKEND_CPU, cfg->kv_dtype);
+    if (cb->kv_dtype < 0 || cb->kv_dtype >= BACKEND_KV_N_DTYPES ||
+        (int64_t)cfg->n_blocks * cfg->block_size * (int64_t)hp->n_kv_heads > INT32_MAX) {
+        cpu_destroy(&cb->base);
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                        "cpu backend: invalid KV cache dtype or more than 2^31 KV rows a layer");
+    }
+    cb->base.cfg.kv_dtype = cb->kv_dtype;
+    /* the attention kernels index rows (slot x KV head) in int32 (checked above) */
+    cb->layer_kv_bytes = (size_t)cfg->n_blocks * cpu_kv_block_bytes(cb);
+    {
+        size_t total;
+        if (!ifd_mul_ok(cb->layer_kv_bytes, 2 * (size_t)hp->n_layers, &total) ||
+            !(cb->kv = calloc(1, total ? total : 1)))
+            ok = false;
+    }
     const size_t rows = T > (size_t)cfg->max_logits ? T : (size_t)cfg->max_logits;
     fwd_bufs *buf = &cb->buf;
     buf->x = alloc_floats(T, hp->dim, &ok);

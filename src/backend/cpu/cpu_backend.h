@@ -14,9 +14,12 @@
 
 typedef struct cpu_backend {
     backend base;
-    /* KV pool per layer: [n_blocks * block_size][n_kv_heads][head_dim] for K and V */
-    float *kv;
-    size_t layer_kv_floats; /* floats of K (== of V) per layer */
+    /* KV pool: per layer K then V, each n_blocks * block_size * n_kv_heads rows of
+     * kv_dtype (kv_view: f32 rows [slot][n_kv_heads], other dtypes blocked rows
+     * [block][n_kv_heads][block_size]); a block's rows are contiguous either way */
+    uint8_t *kv;
+    size_t layer_kv_bytes;     /* bytes of K (== of V) per layer */
+    backend_kv_dtype kv_dtype; /* resolved (never AUTO) */
     fwd_bufs buf;           /* activations, sized for max_batch_tokens (see forward.h) */
     float *att_scratch;     /* reference attention: [max_seq_len] */
     const fwd_ops *fwd;     /* &cpu_fwd_ref or &cpu_fwd_fast */
@@ -29,8 +32,13 @@ extern const fwd_ops cpu_fwd_ref;
 extern const fwd_ops cpu_fwd_fast;
 
 /* Layer l's K / V in the pool, and its paged view. */
-float *cpu_kv_k(cpu_backend *cb, uint32_t layer);
-float *cpu_kv_v(cpu_backend *cb, uint32_t layer);
+uint8_t *cpu_kv_k(cpu_backend *cb, uint32_t layer);
+uint8_t *cpu_kv_v(cpu_backend *cb, uint32_t layer);
+/* Bytes of one block of one layer's K (== of V). */
+size_t cpu_kv_block_bytes(const cpu_backend *cb);
+/* Store token rows k[kv_dim], v[kv_dim] into slot of layer's K and V (converted to the
+ * pool's dtype: kv_store_heads). */
+void cpu_kv_store(cpu_backend *cb, uint32_t layer, int32_t slot, const float *k, const float *v);
 kv_view cpu_kv_view(cpu_backend *cb, uint32_t layer);
 
 /* Shared by both tables (plain C, exact). */

@@ -86,7 +86,8 @@ static int fast_head_norm(void *ctx, float *x, const float *w, int32_t n_rows, i
 
 typedef struct rope_job {
     cpu_backend *cb;
-    float *q, *k, *K, *V;
+    uint32_t layer;
+    float *q, *k;
     const float *v;
     const ifd_batch *bt;
     const rope_params *rp;
@@ -105,17 +106,15 @@ static void rope_store_task(void *p, int32_t task, int32_t n_tasks, int32_t thre
         op_rope_apply(j->q + (size_t)t * q_dim, (int32_t)hp->n_heads, cs, j->rp);
         op_rope_apply(kt, (int32_t)hp->n_kv_heads, cs, j->rp);
         if (j->bt->slot_mapping[t] == BACKEND_SLOT_NONE) continue; /* a padding row */
-        const size_t slot = (size_t)j->bt->slot_mapping[t];
-        memcpy(j->K + slot * kv_dim, kt, kv_dim * sizeof(float));
-        memcpy(j->V + slot * kv_dim, j->v + (size_t)t * kv_dim, kv_dim * sizeof(float));
+        /* the reference's conversion (kv_dtype.c): the stored bytes equal cpu_fwd_ref's */
+        cpu_kv_store(j->cb, j->layer, j->bt->slot_mapping[t], kt, j->v + (size_t)t * kv_dim);
     }
 }
 
 static int fast_rope_store(void *ctx, uint32_t layer, float *q, float *k, const float *v,
                            const ifd_batch *bt, const rope_params *rp) {
     cpu_backend *cb = ctx;
-    rope_job j = {.cb = cb, .q = q, .k = k, .v = v, .K = cpu_kv_k(cb, layer),
-                  .V = cpu_kv_v(cb, layer), .bt = bt, .rp = rp};
+    rope_job j = {.cb = cb, .layer = layer, .q = q, .k = k, .v = v, .bt = bt, .rp = rp};
     tp_run(ops_ctx_pool(cb->ops), rope_store_task, &j, token_tasks(cb, bt->n_tokens));
     return IFD_OK;
 }

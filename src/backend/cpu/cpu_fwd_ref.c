@@ -41,15 +41,12 @@ static int ref_rope_store(void *ctx, uint32_t layer, float *q, float *k, const f
     const model_hparams *hp = &cb->base.m->hp;
     const size_t q_dim = (size_t)hp->n_heads * hp->head_dim;
     const size_t kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
-    float *K = cpu_kv_k(cb, layer), *V = cpu_kv_v(cb, layer);
     for (int32_t t = 0; t < bt->n_tokens; t++) {
         float *kt = k + (size_t)t * kv_dim;
         op_rope_ref(q + (size_t)t * q_dim, (int32_t)hp->n_heads, bt->positions[t], rp);
         op_rope_ref(kt, (int32_t)hp->n_kv_heads, bt->positions[t], rp);
         if (bt->slot_mapping[t] == BACKEND_SLOT_NONE) continue; /* a padding row */
-        const size_t slot = (size_t)bt->slot_mapping[t];
-        memcpy(K + slot * kv_dim, kt, kv_dim * sizeof(float));
-        memcpy(V + slot * kv_dim, v + (size_t)t * kv_dim, kv_dim * sizeof(float));
+        cpu_kv_store(cb, layer, bt->slot_mapping[t], kt, v + (size_t)t * kv_dim);
     }
     return IFD_OK;
 }

@@ -23,6 +23,7 @@
 
 #include "../../model/quant.h"
 #include "../../util/common.h"
+#include "../kv_dtype.h"
 #include "kern.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -1508,25 +1509,56 @@ static void k2_swiglu(float *out, const float *gate, const float *up, int32_t n)
 
 #define MAX_HD8 32 /* head_dim up to 256 */
 
-static void k2_attn(float *out, const float *q, int32_t g, int32_t n_keys, const kv_view *kv,
-                    int32_t kvh, const int32_t *block_table, float scale, float *scratch) {
-    const int32_t hd = kv->head_dim, bs = kv->block_size, nv = hd / 8;
-    if (hd % 8 || nv > MAX_HD8) {
-        kern_scalar_table.attn(out, q, g, n_keys, kv, kvh, block_table, scale, scratch);
-        return;
+/* 8 elements of a stored KV row from element i, as f32, converted in registers (F16C,
+ * bf16 shifts, int8 widening, FP8 E4M3 through its exact f16 image): INT8 without its
+ * scale and FP8 as value / 256 — kv_factor8 is what the row's products are multiplied
+ * by. */
+AI __m256 kv_ld8(const int DT, const uint8_t *row, int32_t i) {
+    switch (DT) {
+    case BACKEND_KV_F16:
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)i)));
+    case BACKEND_KV_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)i))), 16));
+    case BACKEND_KV_INT8:
+        return _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + i))));
+    case BACKEND_KV_FP8: {
+        /* E4M3 -> f16 bits (sign << 15 | magnitude << 7) is the value * 2^-8, exactly
+         * (subnormals included); 0x7F magnitudes are NaN */
+        const __m128i x = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(row + i)));
+        const __m128i mag = _mm_and_si128(x, _mm_set1_epi16(0x7f));
+        const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x80)), 8),
+                                       _mm_slli_epi16(mag, 7));
+        const __m128i nan = _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f));
+        return _mm256_or_ps(_mm256_cvtph_ps(h), _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan)));
     }
-    const size_t slot_stride = (size_t)kv->n_kv_heads * hd;
-    const float *kbase = kv->k + (size_t)kvh * hd, *vbase = kv->v + (size_t)kvh * hd;
+    default: return _mm256_loadu_ps((const float *)(const void *)row + i);
+    }
+}
+AI float kv_factor8(const int DT, const uint8_t *row, int32_t hd) {
+    return DT == BACKEND_KV_INT8 ? kv_int8_scale(row, hd) : DT == BACKEND_KV_FP8 ? 256.0f : 1.0f;
+}
+#define KV_SCALED(DT) ((DT) == BACKEND_KV_INT8 || (DT) == BACKEND_KV_FP8)
+
+AI void k2_attn_dt(const int DT, float *out, const float *q, int32_t g, int32_t n_keys,
+                   const kv_view *kv, int32_t kvh, const int32_t *block_table, float scale,
+                   float *scratch) {
+    const int32_t hd = kv->head_dim, bs = kv->block_size, nv = hd / 8;
+    const size_t rb = kv_view_row_bytes(kv);
+    const uint8_t *K = kv->k, *V = kv->v;
     for (int32_t h = 0; h < g; h++) {
         const float *qh = q + (size_t)h * hd;
         float *sc = scratch + (size_t)h * n_keys, max = -INFINITY;
         for (int32_t p = 0; p < n_keys; p++) {
-            const size_t slot = (size_t)block_table[p / bs] * bs + p % bs;
-            const float *kp = kbase + slot * slot_stride;
-            __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_loadu_ps(kp));
+            const int32_t slot = block_table[p / bs] * bs + p % bs;
+            const uint8_t *kp = K + kv_row_index(kv, slot, kvh) * rb;
+            __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qh), kv_ld8(DT, kp, 0));
             for (int32_t c = 1; c < nv; c++)
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * c), _mm256_loadu_ps(kp + 8 * c), acc);
-            const float s = hsum8(acc) * scale;
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * c), kv_ld8(DT, kp, 8 * c), acc);
+            float s = hsum8(acc);
+            if (KV_SCALED(DT)) s *= kv_factor8(DT, kp, hd);
+            s *= scale;
             sc[p] = s;
             max = s > max ? s : max;
         }
@@ -1551,15 +1583,35 @@ static void k2_attn(float *out, const float *q, int32_t g, int32_t n_keys, const
         float *oh = out + (size_t)h * hd;
         for (int32_t c = 0; c < nv; c++) _mm256_storeu_ps(oh + 8 * c, _mm256_setzero_ps());
         for (p = 0; p < n_keys; p++) {
-            const size_t slot = (size_t)block_table[p / bs] * bs + p % bs;
-            const float *vp = vbase + slot * slot_stride;
-            const __m256 wgt = _mm256_set1_ps(sc[p]);
+            const int32_t slot = block_table[p / bs] * bs + p % bs;
+            const uint8_t *vp = V + kv_row_index(kv, slot, kvh) * rb;
+            const __m256 wgt =
+                _mm256_set1_ps(KV_SCALED(DT) ? sc[p] * kv_factor8(DT, vp, hd) : sc[p]);
             for (int32_t c = 0; c < nv; c++)
-                _mm256_storeu_ps(oh + 8 * c, _mm256_fmadd_ps(wgt, _mm256_loadu_ps(vp + 8 * c), _mm256_loadu_ps(oh + 8 * c)));
+                _mm256_storeu_ps(oh + 8 * c, _mm256_fmadd_ps(wgt, kv_ld8(DT, vp, 8 * c),
+                                                             _mm256_loadu_ps(oh + 8 * c)));
         }
         const __m256 vinv = _mm256_set1_ps(1.0f / sum);
         for (int32_t c = 0; c < nv; c++) _mm256_storeu_ps(oh + 8 * c, _mm256_mul_ps(_mm256_loadu_ps(oh + 8 * c), vinv));
     }
+}
+
+static void k2_attn(float *out, const float *q, int32_t g, int32_t n_keys, const kv_view *kv,
+                    int32_t kvh, const int32_t *block_table, float scale, float *scratch) {
+    const int32_t hd = kv->head_dim;
+    if (hd % 8 || hd / 8 > MAX_HD8) {
+        kern_scalar_table.attn(out, q, g, n_keys, kv, kvh, block_table, scale, scratch);
+        return;
+    }
+#define K2_ATTN(DT) k2_attn_dt(DT, out, q, g, n_keys, kv, kvh, block_table, scale, scratch)
+    switch (kv->dtype) {
+    case BACKEND_KV_F16: K2_ATTN(BACKEND_KV_F16); break;
+    case BACKEND_KV_BF16: K2_ATTN(BACKEND_KV_BF16); break;
+    case BACKEND_KV_INT8: K2_ATTN(BACKEND_KV_INT8); break;
+    case BACKEND_KV_FP8: K2_ATTN(BACKEND_KV_FP8); break;
+    default: K2_ATTN(BACKEND_KV_F32); break;
+    }
+#undef K2_ATTN
 }
 
 static const kern_table k2_table = {

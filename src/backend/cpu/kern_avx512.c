@@ -29,6 +29,7 @@
 
 #include "../../model/quant.h"
 #include "../../util/common.h"
+#include "../kv_dtype.h"
 #include "kern.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -1648,19 +1649,57 @@ AI __m512 hsum16x16(const __m512 *v) {
                          _mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* Raw scores q.k of keys p0 .. p0+nk-1 (nk <= 16; the other lanes are 0). NV = head_dim/16,
- * a constant in the hot instantiations so the 16 accumulators stay in registers. */
-AI __m512 scores16(const int32_t NV, const __m512 *qv, const float *kbase, size_t slot_stride,
-                   const int32_t *slots, int32_t p0, int32_t nk) {
+/* 16 elements of a stored KV row from element i, as f32, converted in registers
+ * (vcvtph2ps, bf16 shifts, int8 widening, FP8 E4M3 through its exact f16 image): INT8
+ * without its scale and FP8 as value / 256 — kv_factor16 is what the row's products
+ * are multiplied by. */
+AI __m512 kv_ld16(const int DT, const uint8_t *row, int32_t i) {
+    switch (DT) {
+    case BACKEND_KV_F16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)i)));
+    case BACKEND_KV_BF16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)i))), 16));
+    case BACKEND_KV_INT8:
+        return _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + i))));
+    case BACKEND_KV_FP8: {
+        /* E4M3 -> f16 bits (sign << 15 | magnitude << 7) is the value * 2^-8, exactly
+         * (subnormals included); 0x7F magnitudes are NaN */
+        const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(row + i)));
+        const __m256i mag = _mm256_and_si256(x, _mm256_set1_epi16(0x7f));
+        const __m256i sign = _mm256_and_si256(x, _mm256_set1_epi16(0x80));
+        const __m256i h = _mm256_or_si256(_mm256_slli_epi16(sign, 8), _mm256_slli_epi16(mag, 7));
+        const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f));
+        return _mm512_mask_mov_ps(_mm512_cvtph_ps(h), nan, _mm512_set1_ps(NAN));
+    }
+    default: return _mm512_loadu_ps((const float *)(const void *)row + i);
+    }
+}
+AI float kv_factor16(const int DT, const uint8_t *row, int32_t hd) {
+    return DT == BACKEND_KV_INT8 ? kv_int8_scale(row, hd) : DT == BACKEND_KV_FP8 ? 256.0f : 1.0f;
+}
+#define KV_SCALED(DT) ((DT) == BACKEND_KV_INT8 || (DT) == BACKEND_KV_FP8)
+
+/* Raw scores q.k of keys p0 .. p0+nk-1 (nk <= 16; the other lanes are 0), each times
+ * its row's kv_factor16. NV = head_dim/16, a constant in the hot instantiations so the
+ * 16 accumulators stay in registers. rows[p]: key p's row index (rb bytes a row). */
+AI __m512 scores16(const int DT, const int32_t NV, const __m512 *qv, const uint8_t *K, size_t rb,
+                   const int32_t *rows, int32_t p0, int32_t nk) {
     __m512 acc[16];
+    float f[16];
     for (int32_t i = 0; i < 16; i++) {
         const int32_t p = p0 + IFD_MIN(i, nk - 1); /* past the end: recompute the last key */
-        const float *kp = kbase + (size_t)slots[p] * slot_stride;
-        __m512 a = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kp));
-        for (int32_t c = 1; c < NV; c++) a = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kp + 16 * c), a);
+        const uint8_t *kp = K + (size_t)rows[p] * rb;
+        __m512 a = _mm512_mul_ps(qv[0], kv_ld16(DT, kp, 0));
+        for (int32_t c = 1; c < NV; c++) a = _mm512_fmadd_ps(qv[c], kv_ld16(DT, kp, 16 * c), a);
         acc[i] = a;
+        if (DT == BACKEND_KV_INT8) f[i] = kv_int8_scale(kp, 16 * NV);
     }
-    return hsum16x16(acc);
+    const __m512 s = hsum16x16(acc);
+    if (DT == BACKEND_KV_INT8) return _mm512_mul_ps(s, _mm512_loadu_ps(f));
+    if (DT == BACKEND_KV_FP8) return _mm512_mul_ps(s, _mm512_set1_ps(256.0f));
+    return s;
 }
 
 /* Query rows r < R of a tile: token r / g, head r % g. */
@@ -1672,12 +1711,12 @@ typedef struct attn_rows {
     const int32_t *n_keys; /* per token */
 } attn_rows;
 
-/* PV for RC rows at once: acc[rr] += w_rr[p] * v_p over each row's own keys, in key
- * order (keys every row has go through the shared loop, the rest row by row: the
+/* PV for RC rows at once: acc[rr] += w_rr[p] * f_p * v_p over each row's own keys, in
+ * key order (keys every row has go through the shared loop, the rest row by row: the
  * per-row FMA sequence is the same either way). */
-AI void pv_rows(const int32_t RC, const int32_t NV, const attn_rows *ar, int32_t r0,
-                const float *sc, size_t sc_stride, const float *inv, const float *vbase,
-                size_t slot_stride, const int32_t *slots) {
+AI void pv_rows(const int DT, const int32_t RC, const int32_t NV, const attn_rows *ar, int32_t r0,
+                const float *sc, size_t sc_stride, const float *inv, const uint8_t *V, size_t rb,
+                const int32_t *rows) {
     __m512 acc[4][MAX_HD16];
     int32_t nk[4], kmin = INT32_MAX;
     for (int32_t rr = 0; rr < RC; rr++) {
@@ -1687,21 +1726,24 @@ AI void pv_rows(const int32_t RC, const int32_t NV, const attn_rows *ar, int32_t
     }
     int32_t p = 0;
     for (; p < kmin; p++) {
-        const float *vp = vbase + (size_t)slots[p] * slot_stride;
+        const uint8_t *vp = V + (size_t)rows[p] * rb;
         __m512 v[MAX_HD16];
-        for (int32_t c = 0; c < NV; c++) v[c] = _mm512_loadu_ps(vp + 16 * c);
+        for (int32_t c = 0; c < NV; c++) v[c] = kv_ld16(DT, vp, 16 * c);
+        const float f = kv_factor16(DT, vp, ar->hd);
         for (int32_t rr = 0; rr < RC; rr++) {
-            const __m512 wgt = _mm512_set1_ps(sc[(size_t)(r0 + rr) * sc_stride + p]);
+            const float w = sc[(size_t)(r0 + rr) * sc_stride + p];
+            const __m512 wgt = _mm512_set1_ps(KV_SCALED(DT) ? w * f : w);
             for (int32_t c = 0; c < NV; c++) acc[rr][c] = _mm512_fmadd_ps(wgt, v[c], acc[rr][c]);
         }
     }
     for (int32_t rr = 0; rr < RC; rr++) {
         const float *w = sc + (size_t)(r0 + rr) * sc_stride;
         for (int32_t k = p; k < nk[rr]; k++) {
-            const float *vp = vbase + (size_t)slots[k] * slot_stride;
-            const __m512 wgt = _mm512_set1_ps(w[k]);
+            const uint8_t *vp = V + (size_t)rows[k] * rb;
+            const float f = kv_factor16(DT, vp, ar->hd);
+            const __m512 wgt = _mm512_set1_ps(KV_SCALED(DT) ? w[k] * f : w[k]);
             for (int32_t c = 0; c < NV; c++)
-                acc[rr][c] = _mm512_fmadd_ps(wgt, _mm512_loadu_ps(vp + 16 * c), acc[rr][c]);
+                acc[rr][c] = _mm512_fmadd_ps(wgt, kv_ld16(DT, vp, 16 * c), acc[rr][c]);
         }
         const int32_t r = r0 + rr;
         float *oh = ar->out + (size_t)(r / ar->g) * ar->tok_stride + (size_t)(r % ar->g) * ar->hd;
@@ -1712,26 +1754,20 @@ AI void pv_rows(const int32_t RC, const int32_t NV, const attn_rows *ar, int32_t
 
 /* A tile of qt consecutive query tokens x g heads over one KV head: K and V rows are
  * fetched once per tile instead of once per query row. Two-pass softmax per row. */
-static void k5_attn_tile(float *out, const float *q, size_t tok_stride, int32_t qt, int32_t g,
-                         const int32_t *n_keys, const kv_view *kv, int32_t kvh,
-                         const int32_t *block_table, float scale, float *scratch) {
+AI void k5_attn_tile_dt(const int DT, float *out, const float *q, size_t tok_stride, int32_t qt,
+                        int32_t g, const int32_t *n_keys, const kv_view *kv, int32_t kvh,
+                        const int32_t *block_table, float scale, float *scratch) {
     const int32_t hd = kv->head_dim, bs = kv->block_size, nv = hd / 16, R = qt * g;
     int32_t nmax = 0;
     for (int32_t i = 0; i < qt; i++) nmax = IFD_MAX(nmax, n_keys[i]);
-    if (hd % 16 || nv > MAX_HD16) {
-        for (int32_t i = 0; i < qt; i++)
-            kern_scalar_table.attn(out + (size_t)i * tok_stride, q + (size_t)i * tok_stride, g,
-                                   n_keys[i], kv, kvh, block_table, scale, scratch);
-        return;
-    }
-    const size_t slot_stride = (size_t)kv->n_kv_heads * hd;
-    const float *kbase = kv->k + (size_t)kvh * hd, *vbase = kv->v + (size_t)kvh * hd;
+    const size_t rb = kv_view_row_bytes(kv);
+    const uint8_t *K = kv->k, *V = kv->v;
     const size_t sc_stride = (size_t)nmax;
     float *sc = scratch;                                   /* [R][nmax] */
     float *inv = scratch + (size_t)R * nmax;               /* [R] */
-    int32_t *slots = (int32_t *)(inv + R);                 /* [nmax] */
+    int32_t *rows = (int32_t *)(inv + R);                  /* [nmax]: < 2^31 (cpu_backend.c) */
     for (int32_t p = 0, b = 0, o = 0; p < nmax; p++) {
-        slots[p] = block_table[b] * bs + o;
+        rows[p] = (int32_t)kv_row_index(kv, block_table[b] * bs + o, kvh);
         if (++o == bs) {
             o = 0;
             b++;
@@ -1748,9 +1784,9 @@ static void k5_attn_tile(float *out, const float *q, size_t tok_stride, int32_t 
             __m512 qv[MAX_HD16];
             for (int32_t c = 0; c < nv; c++) qv[c] = _mm512_loadu_ps(qh + 16 * c);
             __m512 sv;
-            if (nv == 4) sv = scores16(4, qv, kbase, slot_stride, slots, p0, nk);
-            else if (nv == 8) sv = scores16(8, qv, kbase, slot_stride, slots, p0, nk);
-            else sv = scores16(nv, qv, kbase, slot_stride, slots, p0, nk);
+            if (nv == 4) sv = scores16(DT, 4, qv, K, rb, rows, p0, nk);
+            else if (nv == 8) sv = scores16(DT, 8, qv, K, rb, rows, p0, nk);
+            else sv = scores16(DT, nv, qv, K, rb, rows, p0, nk);
             sv = _mm512_mul_ps(sv, _mm512_set1_ps(scale));
             _mm512_mask_storeu_ps(sc + (size_t)r * sc_stride + p0, (__mmask16)((1u << nk) - 1), sv);
         }
@@ -1782,14 +1818,36 @@ static void k5_attn_tile(float *out, const float *q, size_t tok_stride, int32_t 
     int32_t r = 0;
     if (nv <= 4) {
         for (; r + 4 <= R; r += 4)
-            nv == 4 ? pv_rows(4, 4, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots)
-                    : pv_rows(4, nv, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots);
+            nv == 4 ? pv_rows(DT, 4, 4, &ar, r, sc, sc_stride, inv, V, rb, rows)
+                    : pv_rows(DT, 4, nv, &ar, r, sc, sc_stride, inv, V, rb, rows);
     } else if (nv <= 8) {
         for (; r + 2 <= R; r += 2)
-            nv == 8 ? pv_rows(2, 8, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots)
-                    : pv_rows(2, nv, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots);
+            nv == 8 ? pv_rows(DT, 2, 8, &ar, r, sc, sc_stride, inv, V, rb, rows)
+                    : pv_rows(DT, 2, nv, &ar, r, sc, sc_stride, inv, V, rb, rows);
     }
-    for (; r < R; r++) pv_rows(1, nv, &ar, r, sc, sc_stride, inv, vbase, slot_stride, slots);
+    for (; r < R; r++) pv_rows(DT, 1, nv, &ar, r, sc, sc_stride, inv, V, rb, rows);
+}
+
+static void k5_attn_tile(float *out, const float *q, size_t tok_stride, int32_t qt, int32_t g,
+                         const int32_t *n_keys, const kv_view *kv, int32_t kvh,
+                         const int32_t *block_table, float scale, float *scratch) {
+    const int32_t hd = kv->head_dim;
+    if (hd % 16 || hd / 16 > MAX_HD16) {
+        for (int32_t i = 0; i < qt; i++)
+            kern_scalar_table.attn(out + (size_t)i * tok_stride, q + (size_t)i * tok_stride, g,
+                                   n_keys[i], kv, kvh, block_table, scale, scratch);
+        return;
+    }
+#define K5_TILE(DT) \
+    k5_attn_tile_dt(DT, out, q, tok_stride, qt, g, n_keys, kv, kvh, block_table, scale, scratch)
+    switch (kv->dtype) {
+    case BACKEND_KV_F16: K5_TILE(BACKEND_KV_F16); break;
+    case BACKEND_KV_BF16: K5_TILE(BACKEND_KV_BF16); break;
+    case BACKEND_KV_INT8: K5_TILE(BACKEND_KV_INT8); break;
+    case BACKEND_KV_FP8: K5_TILE(BACKEND_KV_FP8); break;
+    default: K5_TILE(BACKEND_KV_F32); break;
+    }
+#undef K5_TILE
 }
 
 static void k5_attn(float *out, const float *q, int32_t g, int32_t n_keys, const kv_view *kv,

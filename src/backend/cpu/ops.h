@@ -10,14 +10,32 @@
 #include "../../model/model.h"
 #include "../forward.h" /* rope_params */
 
-/* Paged KV cache geometry of one layer: K and V are [n_slots][n_kv_heads][head_dim]. */
+/* Paged KV cache of one layer: K and V are each n_slots x n_kv_heads rows of head_dim
+ * elements of dtype (backend_kv_row_bytes(dtype, head_dim) bytes a row, see backend.h),
+ * slot = block * block_size + offset. The rows' order:
+ *   blocked == 0: [slot][n_kv_heads] (the f32 layout every backend had first; a view
+ *                 that sets only the first five fields is this, in f32);
+ *   blocked == 1: [block][n_kv_heads][block_size]: one block's rows of one head are
+ *                 contiguous (the attention of a KV head streams them).
+ * kv_row_index gives a row's index in either. */
 typedef struct kv_view {
-    const float *k;
-    const float *v;
+    const void *k;
+    const void *v;
     int32_t n_kv_heads;
     int32_t head_dim;
     int32_t block_size;
+    backend_kv_dtype dtype; /* 0: BACKEND_KV_F32 */
+    int32_t blocked;
 } kv_view;
+
+static inline size_t kv_row_index(const kv_view *kv, int32_t slot, int32_t kvh) {
+    if (!kv->blocked) return (size_t)slot * kv->n_kv_heads + kvh;
+    const int32_t bs = kv->block_size;
+    return ((size_t)(slot / bs) * kv->n_kv_heads + kvh) * bs + slot % bs;
+}
+static inline size_t kv_view_row_bytes(const kv_view *kv) {
+    return backend_kv_row_bytes(kv->dtype, kv->head_dim);
+}
 
 /* out[d] = x[d] / sqrt(mean(x^2) + eps) * w[d] */
 void op_rmsnorm_ref(float *out, const float *x, const float *w, int32_t n, float eps);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../../model/quant.h"
+#include "../kv_dtype.h"
 #include "ops.h"
 
 void op_rmsnorm_ref(float *out, const float *x, const float *w, int32_t n, float eps) {
@@ -58,7 +59,9 @@ void op_attention_ref(float *out, const float *q, int32_t n_q, const int32_t *po
                       int32_t n_heads, const kv_view *kv, const int32_t *block_table,
                       float *scratch) {
     const int32_t hd = kv->head_dim, group = n_heads / kv->n_kv_heads;
-    const size_t slot_stride = (size_t)kv->n_kv_heads * hd;
+    const backend_kv_dtype dt = kv->dtype;
+    const size_t rb = kv_view_row_bytes(kv);
+    const uint8_t *K = kv->k, *V = kv->v;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int32_t i = 0; i < n_q; i++) {
         const int32_t n_keys = pos[i] + 1;
@@ -70,9 +73,10 @@ void op_attention_ref(float *out, const float *q, int32_t n_q, const int32_t *po
             for (int32_t p = 0; p < n_keys; p++) {
                 const int32_t slot = block_table[p / kv->block_size] * kv->block_size +
                                      p % kv->block_size;
-                const float *kp = kv->k + (size_t)slot * slot_stride + (size_t)kvh * hd;
+                const uint8_t *kp = K + kv_row_index(kv, slot, kvh) * rb;
+                const float f = kv_row_factor(dt, kp, hd);
                 float s = 0.0f;
-                for (int32_t d = 0; d < hd; d++) s += qh[d] * kp[d];
+                for (int32_t d = 0; d < hd; d++) s += qh[d] * (kv_load_elem(dt, kp, d) * f);
                 s *= scale;
                 scratch[p] = s;
                 if (s > max) max = s;
@@ -87,9 +91,10 @@ void op_attention_ref(float *out, const float *q, int32_t n_q, const int32_t *po
             for (int32_t p = 0; p < n_keys; p++) {
                 const int32_t slot = block_table[p / kv->block_size] * kv->block_size +
                                      p % kv->block_size;
-                const float *vp = kv->v + (size_t)slot * slot_stride + (size_t)kvh * hd;
+                const uint8_t *vp = V + kv_row_index(kv, slot, kvh) * rb;
+                const float f = kv_row_factor(dt, vp, hd);
                 const float wgt = scratch[p] * inv;
-                for (int32_t d = 0; d < hd; d++) oh[d] += wgt * vp[d];
+                for (int32_t d = 0; d < hd; d++) oh[d] += wgt * (kv_load_elem(dt, vp, d) * f);
             }
         }
     }
