@@ -59,12 +59,41 @@ enum {
     MM_F32 = 0,
     MM_F16 = 1,
     MM_Q4_0 = 2,
+    MM_Q4_1 = 3,
     MM_Q5_0 = 6,
+    MM_Q5_1 = 7,
     MM_Q8_0 = 8,
+    MM_Q2_K = 10,
+    MM_Q3_K = 11,
     MM_Q4_K = 12,
+    MM_Q5_K = 13,
     MM_Q6_K = 14,
+    MM_IQ4_NL = 20,
+    MM_IQ4_XS = 23,
     MM_BF16 = 30,
+    MM_I8_G64 = 40, /* inferd's own group types (--quantize; src/model/quant.h) */
+    MM_I8_G128 = 41,
+    MM_I4_G64 = 42,
+    MM_I4_G128 = 43,
 };
+
+/* Per-type facts of the prepared layout, shared by the host repack and the kernels. */
+static __host__ __device__ constexpr bool mm_is_float(int ty) { return ty == MM_F32 || ty == MM_F16 || ty == MM_BF16; }
+/* bytes of a unit in the q region: 32 int8 quants, 32 nibbles, or 32 two-bit values */
+static __host__ __device__ constexpr int mm_unit_bytes(int ty) {
+    return ty == MM_F32 || ty == MM_Q8_0 || ty == MM_I8_G64 || ty == MM_I8_G128 ? 32
+         : ty == MM_Q2_K || ty == MM_Q3_K                                    ? 8
+                                                                             : 16;
+}
+/* units that share one scale entry of the sc region (a group, or a super-block) */
+static __host__ __device__ constexpr int mm_units_per_group(int ty) {
+    return ty == MM_I8_G64 || ty == MM_I4_G64     ? 2
+         : ty == MM_I8_G128 || ty == MM_I4_G128   ? 4
+         : ty == MM_Q2_K || ty == MM_Q3_K || ty == MM_Q4_K || ty == MM_Q5_K || ty == MM_Q6_K ||
+                   ty == MM_IQ4_XS
+             ? 8
+             : 1;
+}
 
 /* nvcc unrolls the register-array loops (they must stay in registers); the host
  * compiler of the emulation does not know the pragma. */
@@ -106,9 +135,20 @@ static int mm_gguf_block(int type, int *bytes) {
     case MM_BF16: *bytes = 2; return 1;
     case MM_Q8_0: *bytes = 34; return 32;
     case MM_Q4_0: *bytes = 18; return 32;
+    case MM_Q4_1: *bytes = 20; return 32;
     case MM_Q5_0: *bytes = 22; return 32;
+    case MM_Q5_1: *bytes = 24; return 32;
+    case MM_IQ4_NL: *bytes = 18; return 32;
+    case MM_Q2_K: *bytes = 84; return 256;
+    case MM_Q3_K: *bytes = 110; return 256;
     case MM_Q4_K: *bytes = 144; return 256;
+    case MM_Q5_K: *bytes = 176; return 256;
     case MM_Q6_K: *bytes = 210; return 256;
+    case MM_IQ4_XS: *bytes = 136; return 256;
+    case MM_I8_G64: *bytes = 66; return 64;
+    case MM_I8_G128: *bytes = 130; return 128;
+    case MM_I4_G64: *bytes = 36; return 64;
+    case MM_I4_G128: *bytes = 68; return 128;
     default: *bytes = 0; return 0;
     }
 }
@@ -119,18 +159,30 @@ static bool mm_layout_of(int type, int64_t n_rows, int64_t n_cols, mm_layout *L)
     if (!bs || n_rows <= 0 || n_cols <= 0 || n_rows > MM_MAX_ROWS || n_cols > MM_MAX_COLS ||
         n_cols % bs != 0)
         return false;
-    const bool fl = type == MM_F32 || type == MM_F16 || type == MM_BF16;
+    const bool fl = mm_is_float(type);
     L->n_units = fl ? (n_cols + 7) / 8 : n_cols / 32;
     L->n_super = n_cols / 256;
-    L->ub = type == MM_F32 || type == MM_Q8_0 ? 32 : 16;
+    L->ub = fl && type != MM_F32 ? 16 : mm_unit_bytes(type);
     const size_t rows = (size_t)n_rows, nu = (size_t)L->n_units, ns = (size_t)L->n_super;
+    const size_t ng = fl ? 0 : nu / (size_t)mm_units_per_group(type);
     size_t off = mm_align(rows * nu * (size_t)L->ub);
     size_t aux = 0, sc = 0, d = 0;
     switch (type) {
     case MM_Q5_0: aux = rows * nu * 4; sc = rows * nu * 2; break;
+    case MM_Q5_1: aux = rows * nu * 4; sc = rows * nu * 4; break;
     case MM_Q8_0:
-    case MM_Q4_0: sc = rows * nu * 2; break;
+    case MM_Q4_0:
+    case MM_IQ4_NL:
+    case MM_I8_G64:
+    case MM_I8_G128: sc = rows * ng * 2; break;
+    case MM_Q4_1:
+    case MM_I4_G64:
+    case MM_I4_G128: sc = rows * ng * 4; break;
     case MM_Q4_K: sc = rows * ns * 16; break;
+    case MM_Q5_K: aux = rows * nu * 4; sc = rows * ns * 16; break;
+    case MM_Q3_K: aux = rows * nu * 4; sc = rows * ns * 16; break;
+    case MM_Q2_K: sc = rows * ns * 16; d = rows * ns * 4; break;
+    case MM_IQ4_XS: sc = rows * ns * 8; break;
     case MM_Q6_K: aux = rows * nu * 8; sc = rows * ns * 16; d = rows * ns * 2; break;
     default: break;
     }
@@ -199,6 +251,87 @@ int k_matmul_prepare(void *dst, const void *gguf_data, int type, int64_t n_rows,
                     for (int k = 0; k < 16; k++)
                         u[k] = (uint8_t)(((pair[k] >> sh) & 15) | (((pair[k + 16] >> sh) & 15) << 4));
                 }
+            }
+            break;
+        case MM_Q4_1:
+        case MM_Q5_1:
+        case MM_IQ4_NL:
+            for (size_t b = 0; b < nu; b++) {
+                const uint8_t *blk = src + b * (size_t)bb;
+                if (type == MM_IQ4_NL) {
+                    memcpy(sc + ((size_t)r * nu + b) * 2, blk, 2);
+                    memcpy(qr + b * 16, blk + 2, 16);
+                } else {
+                    memcpy(sc + ((size_t)r * nu + b) * 4, blk, 4); /* d, m */
+                    if (type == MM_Q5_1) memcpy(aux + ((size_t)r * nu + b) * 4, blk + 4, 4);
+                    memcpy(qr + b * 16, blk + (type == MM_Q5_1 ? 8 : 4), 16);
+                }
+            }
+            break;
+        case MM_I8_G64:
+        case MM_I8_G128:
+        case MM_I4_G64:
+        case MM_I4_G128: {
+            /* a group: [fp16 d (, fp16 m)][its G/32 units' quants, in unit order] */
+            const size_t ug = (size_t)mm_units_per_group(type), ng = nu / ug;
+            const bool i8 = type == MM_I8_G64 || type == MM_I8_G128;
+            const size_t hb = i8 ? 2 : 4;
+            for (size_t g = 0; g < ng; g++) {
+                const uint8_t *blk = src + g * (size_t)bb;
+                memcpy(sc + ((size_t)r * ng + g) * hb, blk, hb);
+                memcpy(qr + g * ug * (size_t)L.ub, blk + hb, ug * (size_t)L.ub);
+            }
+            break;
+        }
+        case MM_Q5_K:
+            for (size_t s = 0; s < ns; s++) {
+                const uint8_t *blk = src + s * 176, *qh = blk + 16, *qs = blk + 48;
+                memcpy(sc + ((size_t)r * ns + s) * 16, blk, 16); /* d, dmin, scales[12] */
+                for (int j = 0; j < 8; j++) {
+                    /* sub-block j: nibbles of qs[32*(j/2) + e] (high ones for odd j),
+                     * fifth bit j of qh[e] (quant.c's deq_block_q5_K) */
+                    uint8_t *u = qr + (s * 8 + (size_t)j) * 16;
+                    const uint8_t *pair = qs + 32 * (j / 2);
+                    const int sh = 4 * (j & 1);
+                    uint32_t hi = 0;
+                    for (int k = 0; k < 16; k++)
+                        u[k] = (uint8_t)(((pair[k] >> sh) & 15) | (((pair[k + 16] >> sh) & 15) << 4));
+                    for (int e = 0; e < 32; e++) hi |= (uint32_t)((qh[e] >> j) & 1) << e;
+                    memcpy(aux + ((size_t)r * nu + s * 8 + (size_t)j) * 4, &hi, 4);
+                }
+            }
+            break;
+        case MM_Q2_K:
+        case MM_Q3_K:
+            for (size_t s = 0; s < ns; s++) {
+                const uint8_t *blk = src + s * (size_t)bb;
+                const uint8_t *qs = blk + (type == MM_Q2_K ? 16 : 32), *hm = blk;
+                if (type == MM_Q2_K) {
+                    memcpy(sc + ((size_t)r * ns + s) * 16, blk, 16);      /* scales[16] */
+                    memcpy(dd + ((size_t)r * ns + s) * 4, blk + 80, 4);   /* d, dmin */
+                } else {
+                    memcpy(sc + ((size_t)r * ns + s) * 16, blk + 96, 14); /* scales[12], d */
+                }
+                for (int j = 0; j < 8; j++) {
+                    uint64_t lo = 0;
+                    uint32_t hi = 0;
+                    for (int e = 0; e < 32; e++) {
+                        /* element g of the super-block: byte 32*(g/128) + g%32 of qs at
+                         * shift 2*((g%128)/32); Q3_K's third bit: bit g/32 of hmask[g%32] */
+                        const int g = 32 * j + e;
+                        lo |= (uint64_t)((qs[32 * (g / 128) + g % 32] >> (2 * ((g % 128) / 32))) & 3) << (2 * e);
+                        hi |= (uint32_t)((hm[g % 32] >> (g / 32)) & 1) << e;
+                    }
+                    memcpy(qr + (s * 8 + (size_t)j) * 8, &lo, 8);
+                    if (type == MM_Q3_K) memcpy(aux + ((size_t)r * nu + s * 8 + (size_t)j) * 4, &hi, 4);
+                }
+            }
+            break;
+        case MM_IQ4_XS:
+            for (size_t s = 0; s < ns; s++) {
+                const uint8_t *blk = src + s * 136;
+                memcpy(sc + ((size_t)r * ns + s) * 8, blk, 8); /* d, scales_h, scales_l[4] */
+                memcpy(qr + s * 8 * 16, blk + 8, 128);         /* already in unit order */
             }
             break;
         case MM_Q6_K:
@@ -334,52 +467,104 @@ MM_UNROLL
             for (int i = 0; i < 8; i++) acc[r][t] = fmaf(w[r][i], xs[t][i], acc[r][t]);
 }
 
-/* Quantized types: unit u = elements 32u .. 32u+31 (a block, or sub-block u%8 of super-block u/8). */
+/* IQ4_NL / IQ4_XS: the table value of a 4-bit index (quant_iq4nl_values), as the bytes
+ * of four words picked by selects (no indexed load: it stays in registers). */
+static __device__ __forceinline__ float mm_iq4(uint32_t v) {
+    const uint32_t wd = (v & 8) ? ((v & 4) ? 0x71594535u : 0x26190D01u) : ((v & 4) ? 0xF6EADDCFu : 0xBFAD9881u);
+    return (float)(int8_t)(wd >> (8 * (v & 3)));
+}
+
+/* Q3_K's six-bit scale j (0..15) from its 12 packed bytes (words w[0..2]), less 32. */
+static __device__ __forceinline__ int mm_q3k_scale(const uint32_t *w, int j) {
+    const int lo = (int)((mm_byte(w, j % 8) >> (4 * (j / 8))) & 15);
+    const int hi = (int)((mm_byte(w, 8 + j % 4) >> (2 * (j / 4))) & 3);
+    return (lo | (hi << 4)) - 32;
+}
+
+/* Quantized types: unit u = elements 32u .. 32u+31 (a block, one 32-element sub-block of
+ * a group or of a super-block). */
 template <int TY, int R, int TT, bool VX>
 static __device__ __forceinline__ void mm_unit_quant(float (&acc)[R][TT], const mm_w &W, const int64_t *rows,
                                                      int32_t u, const float *const *xr) {
-    constexpr float bias = TY == MM_Q8_0 ? 0.0f
-                         : TY == MM_Q4_0 ? 8388616.0f
+    /* 2^23 plus the zero point: mm_int_f(q, bias) = q - zero */
+    constexpr float bias = TY == MM_Q4_0 ? 8388616.0f
                          : TY == MM_Q5_0 ? 8388624.0f
-                         : TY == MM_Q4_K ? 8388608.0f
-                                         : 8388640.0f; /* Q6_K */
-    uint32_t qw[R][8];      /* the unit's quant bytes (16, or 32 for Q8_0) */
-    uint32_t hb[R][2];      /* Q5_0: qh; Q6_K: the 64 high bits */
-    float s0[R], s1[R];     /* scales (Q6_K: the two halves; Q4_K: d*sc, dmin*m) */
+                         : TY == MM_Q6_K ? 8388640.0f
+                         : TY == MM_Q3_K ? 8388612.0f
+                                         : 8388608.0f;
+    constexpr int UB = mm_unit_bytes(TY), UG = mm_units_per_group(TY);
+    /* two scales per unit (one per 16 elements) */
+    constexpr bool kHalves = TY == MM_Q6_K || TY == MM_Q3_K || TY == MM_Q2_K;
+    /* w = scale * q + min: the min against the sum of x */
+    constexpr bool kMin = TY == MM_Q4_K || TY == MM_Q5_K || TY == MM_Q4_1 || TY == MM_Q5_1 || TY == MM_I4_G64 ||
+                          TY == MM_I4_G128 || TY == MM_Q2_K;
+    constexpr bool kI8 = TY == MM_Q8_0 || TY == MM_I8_G64 || TY == MM_I8_G128;
+    constexpr bool kTable = TY == MM_IQ4_NL || TY == MM_IQ4_XS;
+    constexpr bool kFifth = TY == MM_Q5_0 || TY == MM_Q5_1 || TY == MM_Q5_K; /* aux: bit e */
+    uint32_t qw[R][8];      /* the unit's quant bytes (8, 16 or 32) */
+    uint32_t hb[R][2];      /* Q5_*: fifth bits; Q3_K: third bits; Q6_K: the 64 high bits */
+    float s0[R], s1[R];     /* scales (two halves for kHalves) */
+    float m0[R], m1[R];     /* the min coefficients (Q2_K: one per half) */
     const size_t nu = (size_t)W.n_units;
 MM_UNROLL
     for (int r = 0; r < R; r++) {
         const size_t ru = (size_t)rows[r] * nu + (size_t)u;
-        if (TY == MM_Q8_0) {
+        const size_t rg = (size_t)rows[r] * (nu / UG) + (size_t)u / UG; /* its scale group */
+        qw[r][0] = qw[r][1] = qw[r][2] = qw[r][3] = qw[r][4] = qw[r][5] = qw[r][6] = qw[r][7] = 0;
+        if (UB == 32) {
             const uint4 a = __ldg(reinterpret_cast<const uint4 *>(W.q + ru * 32));
             const uint4 b = __ldg(reinterpret_cast<const uint4 *>(W.q + ru * 32 + 16));
             qw[r][0] = a.x, qw[r][1] = a.y, qw[r][2] = a.z, qw[r][3] = a.w;
             qw[r][4] = b.x, qw[r][5] = b.y, qw[r][6] = b.z, qw[r][7] = b.w;
-        } else {
+        } else if (UB == 16) {
             const uint4 a = __ldg(reinterpret_cast<const uint4 *>(W.q + ru * 16));
             qw[r][0] = a.x, qw[r][1] = a.y, qw[r][2] = a.z, qw[r][3] = a.w;
-            qw[r][4] = qw[r][5] = qw[r][6] = qw[r][7] = 0;
+        } else {
+            const uint2 a = __ldg(reinterpret_cast<const uint2 *>(W.q + ru * 8));
+            qw[r][0] = a.x, qw[r][1] = a.y;
         }
         hb[r][0] = hb[r][1] = 0;
-        if (TY == MM_Q8_0 || TY == MM_Q4_0 || TY == MM_Q5_0) {
-            s0[r] = mm_f16(__ldg(reinterpret_cast<const unsigned short *>(W.sc) + ru));
-            s1[r] = 0.0f;
-            if (TY == MM_Q5_0) hb[r][0] = __ldg(reinterpret_cast<const uint32_t *>(W.aux) + ru);
-        } else if (TY == MM_Q4_K) {
-            const size_t rs = (size_t)rows[r] * (size_t)(W.n_units / 8) + (size_t)(u / 8);
-            const uint4 mv = __ldg(reinterpret_cast<const uint4 *>(W.sc + rs * 16));
+        s1[r] = m0[r] = m1[r] = 0.0f;
+        if (kFifth || TY == MM_Q3_K) hb[r][0] = __ldg(reinterpret_cast<const uint32_t *>(W.aux) + ru);
+        if (TY == MM_Q8_0 || TY == MM_Q4_0 || TY == MM_Q5_0 || TY == MM_IQ4_NL || TY == MM_I8_G64 ||
+            TY == MM_I8_G128) {
+            s0[r] = mm_f16(__ldg(reinterpret_cast<const unsigned short *>(W.sc) + rg));
+        } else if (TY == MM_Q4_1 || TY == MM_Q5_1 || TY == MM_I4_G64 || TY == MM_I4_G128) {
+            const uint32_t dm = __ldg(reinterpret_cast<const uint32_t *>(W.sc) + rg);
+            s0[r] = mm_f16(dm & 0xffffu); /* w = d * q + m */
+            m0[r] = mm_f16(dm >> 16);
+        } else if (TY == MM_Q4_K || TY == MM_Q5_K) {
+            const uint4 mv = __ldg(reinterpret_cast<const uint4 *>(W.sc + rg * 16));
             const uint32_t mw[4] = {mv.x, mv.y, mv.z, mv.w};
             int sc, mn;
             mm_q4k_scale_min_w(u % 8, mw, &sc, &mn);
             const float d = mm_f16(mw[0] & 0xffffu), dmin = mm_f16(mw[0] >> 16);
             s0[r] = d * (float)sc;     /* exact: 11 x 6 bits */
-            s1[r] = -(dmin * (float)mn);
+            m0[r] = -(dmin * (float)mn);
+        } else if (TY == MM_Q3_K) {
+            const uint4 mv = __ldg(reinterpret_cast<const uint4 *>(W.sc + rg * 16));
+            const uint32_t mw[4] = {mv.x, mv.y, mv.z, mv.w};
+            const float d = mm_f16(mw[3] & 0xffffu);
+            s0[r] = d * (float)mm_q3k_scale(mw, 2 * (u % 8)); /* exact: 11 x 6 bits */
+            s1[r] = d * (float)mm_q3k_scale(mw, 2 * (u % 8) + 1);
+        } else if (TY == MM_Q2_K) {
+            const unsigned short sp = __ldg(reinterpret_cast<const unsigned short *>(W.sc + rg * 16) + (u % 8));
+            const uint32_t dm = __ldg(reinterpret_cast<const uint32_t *>(W.d) + rg);
+            const float d = mm_f16(dm & 0xffffu), dmin = mm_f16(dm >> 16);
+            s0[r] = d * (float)(sp & 15); /* exact: 11 x 4 bits */
+            m0[r] = -(dmin * (float)((sp >> 4) & 15));
+            s1[r] = d * (float)((sp >> 8) & 15);
+            m1[r] = -(dmin * (float)(sp >> 12));
+        } else if (TY == MM_IQ4_XS) {
+            const uint2 h = __ldg(reinterpret_cast<const uint2 *>(W.sc) + rg); /* d, scales_h, scales_l */
+            const int j = u % 8;
+            const int ls = (int)(((h.y >> (4 * j)) & 15) | (((h.x >> (16 + 2 * j)) & 3) << 4));
+            s0[r] = mm_f16(h.x & 0xffffu) * (float)(ls - 32); /* exact: 11 x 6 bits */
         } else { /* Q6_K */
-            const size_t rs = (size_t)rows[r] * (size_t)(W.n_units / 8) + (size_t)(u / 8);
             const uint2 h = __ldg(reinterpret_cast<const uint2 *>(W.aux) + ru);
             hb[r][0] = h.x, hb[r][1] = h.y;
-            const unsigned short sp = __ldg(reinterpret_cast<const unsigned short *>(W.sc + rs * 16) + (u % 8));
-            const float d = mm_f16(__ldg(reinterpret_cast<const unsigned short *>(W.d) + rs));
+            const unsigned short sp = __ldg(reinterpret_cast<const unsigned short *>(W.sc + rg * 16) + (u % 8));
+            const float d = mm_f16(__ldg(reinterpret_cast<const unsigned short *>(W.d) + rg));
             s0[r] = d * (float)(int8_t)(sp & 0xff); /* exact: 11 x 8 bits */
             s1[r] = d * (float)(int8_t)(sp >> 8);
         }
@@ -401,7 +586,7 @@ MM_UNROLL
 MM_UNROLL
         for (int t = 0; t < TT; t++) {
             mm_ld_x<CH, VX>(xs[t], xr[t], 32 * u + CH * pc, W.n_cols);
-            if (TY == MM_Q4_K)
+            if (kMin)
 MM_UNROLL
                 for (int i = 0; i < CH; i++) sx[t] += xs[t][i];
         }
@@ -411,41 +596,51 @@ MM_UNROLL
 MM_UNROLL
             for (int i = 0; i < CH; i++) {
                 const int e = CH * pc + i;
-                if (TY == MM_Q8_0) {
+                if (kI8) {
                     qf[i] = (float)(int8_t)(qw[r][e >> 2] >> (8 * (e & 3)));
+                } else if (UB == 8) { /* two bits per element, element e at bits 2e */
+                    uint32_t v = (qw[r][e >> 4] >> (2 * (e & 15))) & 3u;
+                    if (TY == MM_Q3_K) v |= ((hb[r][0] >> e) & 1u) << 2;
+                    qf[i] = mm_int_f(v, bias);
                 } else {
                     const int k = e & 15; /* the byte; low nibble for e < 16 */
                     uint32_t v = (qw[r][k >> 2] >> (8 * (k & 3) + (e < 16 ? 0 : 4))) & 15u;
-                    if (TY == MM_Q5_0) v |= ((hb[r][0] >> e) & 1u) << 4;
+                    if (kFifth) v |= ((hb[r][0] >> e) & 1u) << 4;
                     if (TY == MM_Q6_K) v |= ((hb[r][e >> 4] >> (2 * (e & 15))) & 3u) << 4;
-                    qf[i] = mm_int_f(v, bias);
+                    qf[i] = kTable ? mm_iq4(v) : mm_int_f(v, bias);
                 }
             }
 MM_UNROLL
             for (int t = 0; t < TT; t++)
 MM_UNROLL
                 for (int i = 0; i < CH; i++) {
-                    if (TY == MM_Q6_K && CH * pc + i >= 16)
+                    if (kHalves && CH * pc + i >= 16)
                         p1[r][t] = fmaf(qf[i], xs[t][i], p1[r][t]);
                     else
                         p0[r][t] = fmaf(qf[i], xs[t][i], p0[r][t]);
                 }
         }
-        /* Q6_K: the first half's part is complete; fold it now (acc's first operation,
-         * as before) so that its registers serve the second half */
-        if (TY == MM_Q6_K && CH * pc + CH == 16)
+        /* two scales: the first half's part is complete; fold it now (acc's first
+         * operation, as before) so that its registers serve the second half (Q2_K:
+         * and its min, against the first half's sum of x, which then restarts) */
+        if (kHalves && CH * pc + CH == 16)
 MM_UNROLL
             for (int r = 0; r < R; r++)
 MM_UNROLL
-                for (int t = 0; t < TT; t++) acc[r][t] = fmaf(s0[r], p0[r][t], acc[r][t]);
+                for (int t = 0; t < TT; t++) {
+                    acc[r][t] = fmaf(s0[r], p0[r][t], acc[r][t]);
+                    if (kMin) acc[r][t] = fmaf(m0[r], sx[t], acc[r][t]);
+                    if (kMin && r == R - 1) sx[t] = 0.0f;
+                }
     }
 MM_UNROLL
     for (int r = 0; r < R; r++)
 MM_UNROLL
         for (int t = 0; t < TT; t++) {
-            if (TY != MM_Q6_K) acc[r][t] = fmaf(s0[r], p0[r][t], acc[r][t]);
-            if (TY == MM_Q6_K) acc[r][t] = fmaf(s1[r], p1[r][t], acc[r][t]);
-            if (TY == MM_Q4_K) acc[r][t] = fmaf(s1[r], sx[t], acc[r][t]);
+            if (!kHalves) acc[r][t] = fmaf(s0[r], p0[r][t], acc[r][t]);
+            if (!kHalves && kMin) acc[r][t] = fmaf(m0[r], sx[t], acc[r][t]);
+            if (kHalves) acc[r][t] = fmaf(s1[r], p1[r][t], acc[r][t]);
+            if (kHalves && kMin) acc[r][t] = fmaf(m1[r], sx[t], acc[r][t]);
         }
 }
 
@@ -477,7 +672,7 @@ MM_UNROLL
      * vector loads (every unit when x is 16-byte aligned, but a float row's partial
      * last one), then the rest with guarded scalar loads. Same units, same order, same
      * arithmetic either way; the split only keeps branches out of the main loop. */
-    constexpr bool kFloat = TY == MM_F32 || TY == MM_F16 || TY == MM_BF16;
+    constexpr bool kFloat = mm_is_float(TY);
     const int32_t n_vec = !xv ? 0 : kFloat ? W.n_cols / 8 : W.n_units;
     /* decode shapes: four units in flight per lane (an unrolled body's loads are issued
      * before its FMAs: __ldg cannot alias a store) */
@@ -575,6 +770,17 @@ int k_matmul_group(dev_stream s, int n, float *const *outs, const k_wmat *const 
     case MM_Q5_0: mm_launch_type<MM_Q5_0>(s, job, x, n_tokens, xv); break;
     case MM_Q4_K: mm_launch_type<MM_Q4_K>(s, job, x, n_tokens, xv); break;
     case MM_Q6_K: mm_launch_type<MM_Q6_K>(s, job, x, n_tokens, xv); break;
+    case MM_Q4_1: mm_launch_type<MM_Q4_1>(s, job, x, n_tokens, xv); break;
+    case MM_Q5_1: mm_launch_type<MM_Q5_1>(s, job, x, n_tokens, xv); break;
+    case MM_IQ4_NL: mm_launch_type<MM_IQ4_NL>(s, job, x, n_tokens, xv); break;
+    case MM_Q2_K: mm_launch_type<MM_Q2_K>(s, job, x, n_tokens, xv); break;
+    case MM_Q3_K: mm_launch_type<MM_Q3_K>(s, job, x, n_tokens, xv); break;
+    case MM_Q5_K: mm_launch_type<MM_Q5_K>(s, job, x, n_tokens, xv); break;
+    case MM_IQ4_XS: mm_launch_type<MM_IQ4_XS>(s, job, x, n_tokens, xv); break;
+    case MM_I8_G64: mm_launch_type<MM_I8_G64>(s, job, x, n_tokens, xv); break;
+    case MM_I8_G128: mm_launch_type<MM_I8_G128>(s, job, x, n_tokens, xv); break;
+    case MM_I4_G64: mm_launch_type<MM_I4_G64>(s, job, x, n_tokens, xv); break;
+    case MM_I4_G128: mm_launch_type<MM_I4_G128>(s, job, x, n_tokens, xv); break;
     default: return DEV_ERR;
     }
     return dev_check_launch();
