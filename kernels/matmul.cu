@@ -1,35 +1,48 @@
-/* matmul.cu — out[t][r] = dot(weight row r, x[t]) for F32, F16, BF16, Q8_0, Q4_0, Q5_0,
- * Q4_K and Q6_K weights (matmul.h), and the host-side repack of a GGUF matrix into the
- * layout these kernels read. Runs on the thread that drives the device.
+/* matmul.cu — out[t][r] = dot(weight row r, x[t]) for every weight type inferd reads
+ * (matmul.h): F32, F16, BF16; Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, IQ4_XS; inferd's I8_G64/G128 and I4_G64/G128 (--quantize) — and the
+ * host-side repack of a GGUF matrix into the layout these kernels read. Runs on the
+ * thread that drives the device.
  *
  * ---- The prepared layout ----------------------------------------------------------------
  * A row is cut into units: 8 elements for the float types, 32 for the quantized ones (a
- * Q8_0/Q4_0/Q5_0 block, or one 32-element sub-block of a Q4_K/Q6_K super-block). The
- * buffer holds up to four regions, each starting at a multiple of 256 bytes:
- *   q    [n_rows][n_units][ub]  the unit's values, 16-byte aligned:
+ * 32-element block, one 32-element sub-block of a 64/128-element group or of a 256-element
+ * super-block). The buffer holds up to four regions, each starting at a multiple of 256
+ * bytes:
+ *   q    [n_rows][n_units][ub]  the unit's values, aligned to ub:
  *          F32 ub=32 (8 floats), F16/BF16 ub=16 (8 halves); a float row's tail past
  *          n_cols (n_cols not a multiple of 8) is zero;
- *          Q8_0 ub=32 (the 32 int8 quants);
- *          Q4_0, Q5_0, Q4_K, Q6_K ub=16: 32 four-bit values, byte k = element k in the
- *          low nibble and element k+16 in the high one (the Q4_0 order; Q4_K and Q6_K
- *          sub-blocks are re-ordered into it, Q6_K keeps its low four bits here);
- *   aux  Q5_0 [n_rows][n_units] uint32: bit e = the fifth bit of element e (GGUF's qh);
+ *          Q8_0, I8_G* ub=32 (the 32 int8 quants);
+ *          Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, I4_G*, Q4_K, Q5_K, Q6_K ub=16: 32
+ *          four-bit values, byte k = element k in the low nibble and element k+16 in the
+ *          high one (the Q4_0 order; Q4_K, Q5_K and Q6_K sub-blocks are re-ordered into
+ *          it; Q5_* and Q6_K keep their low four bits here; IQ4_* hold table indices);
+ *          Q2_K, Q3_K ub=8: 32 two-bit values, element e at bits 2e..2e+1 of the word;
+ *   aux  Q5_0, Q5_1, Q5_K [n_rows][n_units] uint32: bit e = the fifth bit of element e;
+ *        Q3_K [n_rows][n_units] uint32: bit e = the third bit of element e (GGUF's hmask);
  *        Q6_K [n_rows][n_units] uint64: bits 2e..2e+1 = the top two bits of element e;
- *   sc   Q8_0/Q4_0/Q5_0 [n_rows][n_units] fp16 d;
- *        Q4_K [n_rows][n_super][16]: the super-block's d, dmin and 12 packed scale bytes
- *             as in GGUF;
- *        Q6_K [n_rows][n_super][16] int8 scales (one per 16 elements) as in GGUF;
- *   d    Q6_K [n_rows][n_super] fp16 d.
- * So every type keeps its GGUF bytes per element; only the order changes, and every
- * lane's quants come in one aligned 16- or 32-byte load.
+ *   sc   Q8_0/Q4_0/Q5_0/IQ4_NL [n_rows][n_units] fp16 d; I8_G* [n_rows][n_groups] fp16 d;
+ *        Q4_1/Q5_1 [n_rows][n_units], I4_G* [n_rows][n_groups]: fp16 d, fp16 m;
+ *        Q4_K, Q5_K [n_rows][n_super][16]: the super-block's d, dmin and 12 packed scale
+ *             bytes as in GGUF;
+ *        Q3_K [n_rows][n_super][16]: the 12 packed scale bytes, fp16 d, 2 bytes of pad;
+ *        Q2_K, Q6_K [n_rows][n_super][16]: the 16 scale bytes (one per 16 elements);
+ *        IQ4_XS [n_rows][n_super][8]: d, scales_h, scales_l[4] as in GGUF;
+ *   d    Q6_K [n_rows][n_super] fp16 d; Q2_K [n_rows][n_super] fp16 d, fp16 dmin.
+ * So every type keeps its GGUF bytes per element (Q3_K: 2 bytes more per 256 elements);
+ * only the order changes, and every lane's quants come in one aligned 8-, 16- or 32-byte
+ * load.
  *
  * ---- The arithmetic of one output element ------------------------------------------------
  * One warp computes out[t][r]. Lane l takes the units l, l+32, l+64, ... in that order.
  * Float types: acc = fmaf(w_i, x_i, acc) over the unit's 8 elements in order. Quantized:
  * part = fmaf(q_i, x_i, part) from 0 over the unit's 32 elements in order (q_i the
- * integer value, zero point removed, converted exactly), then acc = fmaf(scale, part,
- * acc) (Q6_K: two parts and scales, elements 0..15 and 16..31; Q4_K also acc =
- * fmaf(-dmin*m, sum x_i, acc)). Then the warp adds its 32 accumulators with the xor
+ * integer value, zero point removed, or IQ4's table value, converted exactly), then
+ * acc = fmaf(scale, part, acc); the types with a minimum (w = scale*q + min: Q4_1, Q5_1,
+ * I4_G*, Q4_K, Q5_K) then acc = fmaf(min, sum x_i, acc). Q6_K, Q3_K and Q2_K have a
+ * scale per 16 elements: two parts, elements 0..15 and 16..31, folded in that order
+ * (Q2_K: each followed by its min times the sum of its 16 x). Scales are products of
+ * an fp16 and a small integer, exact in fp32. Then the warp adds its 32 accumulators with the xor
  * butterfly 16, 8, 4, 2, 1. Every launch shape runs exactly this (how many rows a warp
  * holds, R, and how many token rows, TT, only change which elements share loads), with
  * explicit fmaf and exact conversions only, so a row's result never depends on n_tokens
@@ -44,8 +57,8 @@
  * than a block's shared memory, and the block's four warps read the same x lines, so
  * L1 serves the reuse; each x load is shared by the R rows a warp holds.
  *
- * Registers (ptxas -v; budgets in tests/cuda/ptxas_budgets.txt): decode 48-90, the
- * 8-token tiles 168-255; no spills but in the Q5_0 8-token tile (a few bytes, see the
+ * Registers (ptxas -v; budgets in tests/cuda/ptxas_budgets.txt): decode 48-95, the
+ * 8-token tiles 168-255; no spills but in some 8-token tiles (a few bytes, see the
  * budget file). */
 #include "simt.h"
 
@@ -474,13 +487,6 @@ static __device__ __forceinline__ float mm_iq4(uint32_t v) {
     return (float)(int8_t)(wd >> (8 * (v & 3)));
 }
 
-/* Q3_K's six-bit scale j (0..15) from its 12 packed bytes (words w[0..2]), less 32. */
-static __device__ __forceinline__ int mm_q3k_scale(const uint32_t *w, int j) {
-    const int lo = (int)((mm_byte(w, j % 8) >> (4 * (j / 8))) & 15);
-    const int hi = (int)((mm_byte(w, 8 + j % 4) >> (2 * (j / 4))) & 3);
-    return (lo | (hi << 4)) - 32;
-}
-
 /* Quantized types: unit u = elements 32u .. 32u+31 (a block, one 32-element sub-block of
  * a group or of a super-block). */
 template <int TY, int R, int TT, bool VX>
@@ -509,8 +515,6 @@ static __device__ __forceinline__ void mm_unit_quant(float (&acc)[R][TT], const 
 MM_UNROLL
     for (int r = 0; r < R; r++) {
         const size_t ru = (size_t)rows[r] * nu + (size_t)u;
-        const size_t rg = (size_t)rows[r] * (nu / UG) + (size_t)u / UG; /* its scale group */
-        qw[r][0] = qw[r][1] = qw[r][2] = qw[r][3] = qw[r][4] = qw[r][5] = qw[r][6] = qw[r][7] = 0;
         if (UB == 32) {
             const uint4 a = __ldg(reinterpret_cast<const uint4 *>(W.q + ru * 32));
             const uint4 b = __ldg(reinterpret_cast<const uint4 *>(W.q + ru * 32 + 16));
@@ -519,35 +523,68 @@ MM_UNROLL
         } else if (UB == 16) {
             const uint4 a = __ldg(reinterpret_cast<const uint4 *>(W.q + ru * 16));
             qw[r][0] = a.x, qw[r][1] = a.y, qw[r][2] = a.z, qw[r][3] = a.w;
+            qw[r][4] = qw[r][5] = qw[r][6] = qw[r][7] = 0;
         } else {
             const uint2 a = __ldg(reinterpret_cast<const uint2 *>(W.q + ru * 8));
             qw[r][0] = a.x, qw[r][1] = a.y;
+            qw[r][2] = qw[r][3] = qw[r][4] = qw[r][5] = qw[r][6] = qw[r][7] = 0;
         }
         hb[r][0] = hb[r][1] = 0;
-        s1[r] = m0[r] = m1[r] = 0.0f;
-        if (kFifth || TY == MM_Q3_K) hb[r][0] = __ldg(reinterpret_cast<const uint32_t *>(W.aux) + ru);
+        m0[r] = m1[r] = 0.0f;
         if (TY == MM_Q8_0 || TY == MM_Q4_0 || TY == MM_Q5_0 || TY == MM_IQ4_NL || TY == MM_I8_G64 ||
             TY == MM_I8_G128) {
+            const size_t rg = (size_t)rows[r] * (size_t)(W.n_units / UG) + (size_t)(u / UG); /* its scale group */
             s0[r] = mm_f16(__ldg(reinterpret_cast<const unsigned short *>(W.sc) + rg));
+            s1[r] = 0.0f;
+            if (TY == MM_Q5_0) hb[r][0] = __ldg(reinterpret_cast<const uint32_t *>(W.aux) + ru);
         } else if (TY == MM_Q4_1 || TY == MM_Q5_1 || TY == MM_I4_G64 || TY == MM_I4_G128) {
+            const size_t rg = (size_t)rows[r] * (size_t)(W.n_units / UG) + (size_t)(u / UG); /* its scale group */
             const uint32_t dm = __ldg(reinterpret_cast<const uint32_t *>(W.sc) + rg);
             s0[r] = mm_f16(dm & 0xffffu); /* w = d * q + m */
+            s1[r] = 0.0f;
             m0[r] = mm_f16(dm >> 16);
-        } else if (TY == MM_Q4_K || TY == MM_Q5_K) {
+            if (TY == MM_Q5_1) hb[r][0] = __ldg(reinterpret_cast<const uint32_t *>(W.aux) + ru);
+        } else if (TY == MM_Q5_K) {
+            const size_t rg = (size_t)rows[r] * (size_t)(W.n_units / UG) + (size_t)(u / UG); /* its scale group */
+            /* sub-block j's 6-bit scale and min (quant_q4_K_scale_min) from the packed
+             * scale bytes j%4, 4+j%4 and 8+j%4: three byte loads, no word selects */
+            const uint8_t *sp = W.sc + rg * 16 + 4;
+            const int j = u % 8;
+            const uint32_t b0 = __ldg(sp + (j & 3)), b1 = __ldg(sp + 4 + (j & 3)), b2 = __ldg(sp + 8 + (j & 3));
+            const uint32_t dm = __ldg(reinterpret_cast<const uint32_t *>(W.sc + rg * 16));
+            const int sc = j < 4 ? (int)(b0 & 63) : (int)((b2 & 15) | ((b0 >> 6) << 4));
+            const int mn = j < 4 ? (int)(b1 & 63) : (int)((b2 >> 4) | ((b1 >> 6) << 4));
+            s0[r] = mm_f16(dm & 0xffffu) * (float)sc; /* exact: 11 x 6 bits */
+            s1[r] = 0.0f;
+            m0[r] = -(mm_f16(dm >> 16) * (float)mn);
+            hb[r][0] = __ldg(reinterpret_cast<const uint32_t *>(W.aux) + ru);
+        } else if (TY == MM_Q4_K) {
+            const size_t rg = (size_t)rows[r] * (size_t)(W.n_units / UG) + (size_t)(u / UG); /* its scale group */
             const uint4 mv = __ldg(reinterpret_cast<const uint4 *>(W.sc + rg * 16));
             const uint32_t mw[4] = {mv.x, mv.y, mv.z, mv.w};
             int sc, mn;
             mm_q4k_scale_min_w(u % 8, mw, &sc, &mn);
             const float d = mm_f16(mw[0] & 0xffffu), dmin = mm_f16(mw[0] >> 16);
             s0[r] = d * (float)sc;     /* exact: 11 x 6 bits */
+            s1[r] = 0.0f;
             m0[r] = -(dmin * (float)mn);
         } else if (TY == MM_Q3_K) {
-            const uint4 mv = __ldg(reinterpret_cast<const uint4 *>(W.sc + rg * 16));
-            const uint32_t mw[4] = {mv.x, mv.y, mv.z, mv.w};
-            const float d = mm_f16(mw[3] & 0xffffu);
-            s0[r] = d * (float)mm_q3k_scale(mw, 2 * (u % 8)); /* exact: 11 x 6 bits */
-            s1[r] = d * (float)mm_q3k_scale(mw, 2 * (u % 8) + 1);
+            const size_t rg = (size_t)rows[r] * (size_t)(W.n_units / UG) + (size_t)(u / UG); /* its scale group */
+            /* scales 2j and 2j+1 of the 16 (sub-block j = u%8): their low nibbles in the
+             * two bytes at 2*(j%4) (nibble j/4), their high bits in the two at 8+2*(j%2)
+             * (bits 2*(j/2)); three 2-byte loads, no word selects */
+            const unsigned short *sp = reinterpret_cast<const unsigned short *>(W.sc + rg * 16);
+            const int j = u % 8;
+            const uint32_t lo = __ldg(sp + (j & 3)), hi = __ldg(sp + 4 + (j & 1));
+            const float d = mm_f16(__ldg(sp + 6));
+            const int sl = 4 * (j >> 2), sh = 2 * (j >> 1);
+            const int c0 = (int)(((lo >> sl) & 15u) | (((hi >> sh) & 3u) << 4)) - 32;
+            const int c1 = (int)(((lo >> (8 + sl)) & 15u) | (((hi >> (8 + sh)) & 3u) << 4)) - 32;
+            s0[r] = d * (float)c0; /* exact: 11 x 6 bits */
+            s1[r] = d * (float)c1;
+            hb[r][0] = __ldg(reinterpret_cast<const uint32_t *>(W.aux) + ru);
         } else if (TY == MM_Q2_K) {
+            const size_t rg = (size_t)rows[r] * (size_t)(W.n_units / UG) + (size_t)(u / UG); /* its scale group */
             const unsigned short sp = __ldg(reinterpret_cast<const unsigned short *>(W.sc + rg * 16) + (u % 8));
             const uint32_t dm = __ldg(reinterpret_cast<const uint32_t *>(W.d) + rg);
             const float d = mm_f16(dm & 0xffffu), dmin = mm_f16(dm >> 16);
@@ -556,11 +593,14 @@ MM_UNROLL
             s1[r] = d * (float)((sp >> 8) & 15);
             m1[r] = -(dmin * (float)(sp >> 12));
         } else if (TY == MM_IQ4_XS) {
+            const size_t rg = (size_t)rows[r] * (size_t)(W.n_units / UG) + (size_t)(u / UG); /* its scale group */
             const uint2 h = __ldg(reinterpret_cast<const uint2 *>(W.sc) + rg); /* d, scales_h, scales_l */
             const int j = u % 8;
             const int ls = (int)(((h.y >> (4 * j)) & 15) | (((h.x >> (16 + 2 * j)) & 3) << 4));
             s0[r] = mm_f16(h.x & 0xffffu) * (float)(ls - 32); /* exact: 11 x 6 bits */
+            s1[r] = 0.0f;
         } else { /* Q6_K */
+            const size_t rg = (size_t)rows[r] * (size_t)(W.n_units / UG) + (size_t)(u / UG); /* its scale group */
             const uint2 h = __ldg(reinterpret_cast<const uint2 *>(W.aux) + ru);
             hb[r][0] = h.x, hb[r][1] = h.y;
             const unsigned short sp = __ldg(reinterpret_cast<const unsigned short *>(W.sc + rg * 16) + (u % 8));

@@ -1,5 +1,6 @@
 /* matmul.h — the matmul kernels of the CUDA backend: out[t][r] = dot(weight row r, x[t])
- * for every weight type inferd reads (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K), the
+ * for every weight type inferd reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS and inferd's I8_G64/G128, I4_G64/G128), the
  * contract of op_matmul_ref (src/backend/cpu/ops_ref.c) on a device copy of a wmat.
  *
  * Weights are repacked once at backend start (k_matmul_prepare, host side) into the
