@@ -3,8 +3,7 @@
  * Q5_K, Q6_K, IQ4_XS; inferd's I8_G64/G128 and I4_G64/G128 (--quantize) — and the
  * host-side repack of a GGUF matrix into the layout these kernels read. Runs on the
  * thread that drives the device. The kernels themselves are in matmul_impl.cuh; this
- * file launches the first eight types, matmul_ext.cu the others (matmul_impl.cuh says
- * why they are two modules).
+ * file launches the first eight types, matmul_ext.cu the others.
  *
  * ---- The prepared layout ----------------------------------------------------------------
  * A row is cut into units: 8 elements for the float types, 32 for the quantized ones (a

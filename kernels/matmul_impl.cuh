@@ -1,9 +1,11 @@
 /* matmul_impl.cuh — the device side of the matmul kernels, shared by the translation
  * units that instantiate them (private to kernels/matmul*.cu; matmul.cu's header comment
  * describes the layout and the arithmetic). matmul.cu launches F32, F16, BF16, Q8_0,
- * Q4_0, Q5_0, Q4_K and Q6_K, matmul_ext.cu the other types: ptxas allocates a kernel's
- * registers differently with the rest of its module around it, so the first eight keep
- * the module (and the register counts) they were tuned in. */
+ * Q4_0, Q5_0, Q4_K and Q6_K, matmul_ext.cu the other types: two modules that nvcc
+ * compiles in parallel, and the first eight types' kernels come out as the PTX they
+ * were tuned as (their code paths here are kept as they were: ptxas's register counts
+ * move with small changes of the PTX — an index computed another way took Q8_0's
+ * 4-token tile from 168 registers to 255 — so check ptxas_budgets.txt after an edit). */
 #ifndef INFERD_KERNELS_MATMUL_IMPL_CUH
 #define INFERD_KERNELS_MATMUL_IMPL_CUH
 
