@@ -5,7 +5,8 @@
  *
  * Weights are repacked once at backend start (k_matmul_prepare, host side) into the
  * layout the kernels read with 16-byte loads; quantized weights stay quantized there
- * (the same bytes per element as in the GGUF file) and are dequantized in registers.
+ * (the same bytes per element as in the GGUF file; Q3_K 2 bytes more per 256 elements)
+ * and are dequantized in registers.
  * The prepared layout is described in matmul.cu.
  *
  * Batch invariance: every launch shape (decode, skinny, token-tiled) computes out[t][r]
