@@ -1,9 +1,10 @@
 // test_matmul.cu — the matmul kernels (kernels/matmul.cu) against quant.c's reference dot
 // (quant_dot_ref: what op_matmul_ref computes per element) for every weight type, on
-// random weights (float types and Q8_0/Q4_0 through quant.c's quantizers of random
-// floats; Q5_0, Q4_K and Q6_K, which have no quantizer, as random blocks with small
-// random scales), shapes whose n_rows is not a multiple of any row group and whose
-// n_cols is not a multiple of 256 where the type allows. Also: batch invariance (a row's
+// random weights (the types with a quantizer in quant.c — floats, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, IQ4_NL, I8_G*, I4_G* — through it on random floats; the K-quants and IQ4_XS,
+// which have none, as random blocks with small random scales), at n_cols 256, 512 and
+// 1024+ (4352 in test_long_rows), n_rows not a multiple of any row group, n_cols not a
+// multiple of 256 where the type allows. Also: batch invariance (a row's
 // bits are the same computed alone, in any batch size, with a misaligned x, and in a
 // grouped launch) and the launchers' refusal of bad arguments.
 //
