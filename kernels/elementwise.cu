@@ -269,6 +269,12 @@ __device__ __forceinline__ float half_at(const uint8_t *p) {
     return __half2float(__half(h));
 }
 
+/* quant_iq4nl_values[q] (IQ4_NL / IQ4_XS), by selects: no table in memory. */
+__device__ __forceinline__ int iq4nl_value(int q) {
+    const uint32_t w = (q & 8) ? ((q & 4) ? 0x71594535u : 0x26190D01u) : ((q & 4) ? 0xF6EADDCFu : 0xBFAD9881u);
+    return (int)(int8_t)(w >> (8 * (q & 3)));
+}
+
 /* Element e of a row of the given type (the reference's dequantization, element-wise). */
 __device__ __forceinline__ float deq_elem(int type, const uint8_t *row, int64_t e) {
     switch (type) {
@@ -324,6 +330,83 @@ __device__ __forceinline__ float deq_elem(int type, const uint8_t *row, int64_t 
         const int q = (lo4 | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
         return mul_rn(mul_rn(half_at(b + 208), (float)sc[l / 16 + 2 * g]), (float)q);
     }
+    case K_Q4_1:
+    case K_Q5_1: {
+        const bool five = type == K_Q5_1;
+        const uint8_t *b = row + (e / 32) * (five ? K_Q5_1_BYTES : K_Q4_1_BYTES);
+        const int j = (int)(e % 32);
+        const uint8_t *qs = b + (five ? 8 : 4);
+        int q = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+        if (five) q |= ((b[4 + j / 8] >> (j % 8)) & 1) << 4;
+        return add_rn(mul_rn(half_at(b), (float)q), half_at(b + 2)); /* d * q + m */
+    }
+    case K_IQ4_NL: {
+        const uint8_t *b = row + (e / 32) * K_IQ4_NL_BYTES;
+        const int j = (int)(e % 32);
+        const int q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
+        return mul_rn(half_at(b), (float)iq4nl_value(q));
+    }
+    case K_I8_G64:
+    case K_I8_G128: {
+        const int g = type == K_I8_G64 ? 64 : 128;
+        const uint8_t *b = row + (e / g) * (2 + g);
+        return mul_rn(half_at(b), (float)(int8_t)b[2 + e % g]);
+    }
+    case K_I4_G64:
+    case K_I4_G128: {
+        const int g = type == K_I4_G64 ? 64 : 128;
+        const uint8_t *b = row + (e / g) * (4 + g / 2);
+        const int w = (int)(e % g), j = w % 32; /* sub-block w / 32: 16 bytes, Q4_1's order */
+        const uint8_t *qs = b + 4 + 16 * (w / 32);
+        const int q = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+        return add_rn(mul_rn(half_at(b), (float)q), half_at(b + 2));
+    }
+    case K_Q2_K:
+    case K_Q3_K: {
+        const bool q2 = type == K_Q2_K;
+        const uint8_t *b = row + (e / 256) * (q2 ? K_Q2_K_BYTES : K_Q3_K_BYTES);
+        /* element w: 2 bits of byte 32*(w/128) + w%32 of qs at shift 2*((w%128)/32);
+         * scale w/16 (quant.c's loops) */
+        const int w = (int)(e % 256), sg = w / 16;
+        const uint8_t *qs = b + (q2 ? 16 : 32);
+        const int q = (qs[32 * (w / 128) + w % 32] >> (2 * ((w % 128) / 32))) & 3;
+        if (q2) {
+            const uint8_t sc = b[sg];
+            const float dl = mul_rn(half_at(b + 80), (float)(sc & 0xF));
+            const float ml = mul_rn(half_at(b + 82), (float)(sc >> 4));
+            return sub_rn(mul_rn(dl, (float)q), ml);
+        }
+        const uint8_t *sc = b + 96;
+        const int s6 = (((sc[sg % 8] >> (4 * (sg / 8))) & 0xF) | (((sc[8 + sg % 4] >> (2 * (sg / 4))) & 3) << 4)) - 32;
+        const int v = q - (((b[w % 32] >> (w / 32)) & 1) ? 0 : 4); /* hmask: the third bit */
+        return mul_rn(mul_rn(half_at(b + 108), (float)s6), (float)v);
+    }
+    case K_Q5_K: {
+        const uint8_t *b = row + (e / 256) * K_Q5_K_BYTES;
+        const int w = (int)(e % 256), sub = w / 32, l = w % 32;
+        const uint8_t *sc6 = b + 4, *qh = b + 16, *qs = b + 48;
+        int sc, m;
+        if (sub < 4) {
+            sc = sc6[sub] & 63;
+            m = sc6[sub + 4] & 63;
+        } else {
+            sc = (sc6[sub + 4] & 0xF) | ((sc6[sub - 4] >> 6) << 4);
+            m = (sc6[sub + 4] >> 4) | ((sc6[sub] >> 6) << 4);
+        }
+        const uint8_t qb = qs[(w / 64) * 32 + l];
+        const int q = ((sub & 1) ? (qb >> 4) : (qb & 0xF)) + (((qh[l] >> sub) & 1) ? 16 : 0);
+        const float d1 = mul_rn(half_at(b), (float)sc), m1 = mul_rn(half_at(b + 2), (float)m);
+        return sub_rn(mul_rn(d1, (float)q), m1);
+    }
+    case K_IQ4_XS: {
+        const uint8_t *b = row + (e / 256) * K_IQ4_XS_BYTES;
+        const int w = (int)(e % 256), ib = w / 32, j = w % 32;
+        const int sh = b[2] | (b[3] << 8);
+        const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+        const uint8_t *qs = b + 8 + 16 * ib;
+        const int q = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+        return mul_rn(mul_rn(half_at(b), (float)(ls - 32)), (float)iq4nl_value(q));
+    }
     default: return 0.0f; /* rejected by the launcher */
     }
 }
@@ -355,6 +438,17 @@ static void type_geometry(int type, int64_t *bs, int64_t *bb) {
     case K_Q5_0: *bs = K_QK4_0, *bb = K_Q5_0_BYTES; break;
     case K_Q4_K: *bs = K_QK_K, *bb = K_Q4_K_BYTES; break;
     case K_Q6_K: *bs = K_QK_K, *bb = K_Q6_K_BYTES; break;
+    case K_Q4_1: *bs = K_QK4_0, *bb = K_Q4_1_BYTES; break;
+    case K_Q5_1: *bs = K_QK4_0, *bb = K_Q5_1_BYTES; break;
+    case K_IQ4_NL: *bs = K_QK4_0, *bb = K_IQ4_NL_BYTES; break;
+    case K_Q2_K: *bs = K_QK_K, *bb = K_Q2_K_BYTES; break;
+    case K_Q3_K: *bs = K_QK_K, *bb = K_Q3_K_BYTES; break;
+    case K_Q5_K: *bs = K_QK_K, *bb = K_Q5_K_BYTES; break;
+    case K_IQ4_XS: *bs = K_QK_K, *bb = K_IQ4_XS_BYTES; break;
+    case K_I8_G64: *bs = 64, *bb = K_I8_G64_BYTES; break;
+    case K_I8_G128: *bs = 128, *bb = K_I8_G128_BYTES; break;
+    case K_I4_G64: *bs = 64, *bb = K_I4_G64_BYTES; break;
+    case K_I4_G128: *bs = 128, *bb = K_I4_G128_BYTES; break;
     default: break;
     }
 }

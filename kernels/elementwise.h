@@ -33,7 +33,7 @@
 IFD_NS_BEGIN
 
 /* out[i][c] = dequantized element c of row ids[i] of emb (n_vocab rows of n_cols elements,
- * row_bytes apart, of ggml type `type`: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K), for
+ * row_bytes apart, of ggml type `type`: every type k_matmul reads, ktypes.h's k_type), for
  * i < n. Ids are validated by the engine (fwd_check_batch, on the host copy); the kernel
  * still never reads outside emb: a row whose id is outside [0, n_vocab) is written as
  * zeros. k_embed_flagged also sets *bad = 1 (a device int, left alone otherwise) so a

@@ -12,18 +12,31 @@ enum k_type {
     K_F32 = 0,
     K_F16 = 1,
     K_Q4_0 = 2,
+    K_Q4_1 = 3,
     K_Q5_0 = 6,
+    K_Q5_1 = 7,
     K_Q8_0 = 8,
+    K_Q2_K = 10,
+    K_Q3_K = 11,
     K_Q4_K = 12,
+    K_Q5_K = 13,
     K_Q6_K = 14,
+    K_IQ4_NL = 20,
+    K_IQ4_XS = 23,
     K_BF16 = 30,
+    K_I8_G64 = 40, /* inferd's own INT8 / INT4 group types (src/model/ggml_types.h) */
+    K_I8_G128 = 41,
+    K_I4_G64 = 42,
+    K_I4_G128 = 43,
 };
 /* elements and bytes per block */
 enum {
     K_QK8_0 = 32, K_Q8_0_BYTES = 34,
-    K_QK4_0 = 32, K_Q4_0_BYTES = 18,
-    K_QK5_0 = 32, K_Q5_0_BYTES = 22,
+    K_QK4_0 = 32, K_Q4_0_BYTES = 18, K_Q4_1_BYTES = 20, K_IQ4_NL_BYTES = 18,
+    K_QK5_0 = 32, K_Q5_0_BYTES = 22, K_Q5_1_BYTES = 24,
     K_QK_K = 256, K_Q4_K_BYTES = 144, K_Q6_K_BYTES = 210,
+    K_Q2_K_BYTES = 84, K_Q3_K_BYTES = 110, K_Q5_K_BYTES = 176, K_IQ4_XS_BYTES = 136,
+    K_I8_G64_BYTES = 66, K_I8_G128_BYTES = 130, K_I4_G64_BYTES = 36, K_I4_G128_BYTES = 68,
 };
 
 enum k_rope_layout { K_ROPE_NORM = 0, K_ROPE_NEOX = 1 };

@@ -1,35 +1,49 @@
-/* matmul.cu — out[t][r] = dot(weight row r, x[t]) for F32, F16, BF16, Q8_0, Q4_0, Q5_0,
- * Q4_K and Q6_K weights (matmul.h), and the host-side repack of a GGUF matrix into the
- * layout these kernels read. Runs on the thread that drives the device.
+/* matmul.cu — out[t][r] = dot(weight row r, x[t]) for every weight type inferd reads
+ * (matmul.h): F32, F16, BF16; Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, IQ4_XS; inferd's I8_G64/G128 and I4_G64/G128 (--quantize) — and the
+ * host-side repack of a GGUF matrix into the layout these kernels read. Runs on the
+ * thread that drives the device. The kernels themselves are in matmul_impl.cuh; this
+ * file launches the first eight types, matmul_ext.cu the others.
  *
  * ---- The prepared layout ----------------------------------------------------------------
  * A row is cut into units: 8 elements for the float types, 32 for the quantized ones (a
- * Q8_0/Q4_0/Q5_0 block, or one 32-element sub-block of a Q4_K/Q6_K super-block). The
- * buffer holds up to four regions, each starting at a multiple of 256 bytes:
- *   q    [n_rows][n_units][ub]  the unit's values, 16-byte aligned:
+ * 32-element block, one 32-element sub-block of a 64/128-element group or of a 256-element
+ * super-block). The buffer holds up to four regions, each starting at a multiple of 256
+ * bytes:
+ *   q    [n_rows][n_units][ub]  the unit's values, aligned to ub:
  *          F32 ub=32 (8 floats), F16/BF16 ub=16 (8 halves); a float row's tail past
  *          n_cols (n_cols not a multiple of 8) is zero;
- *          Q8_0 ub=32 (the 32 int8 quants);
- *          Q4_0, Q5_0, Q4_K, Q6_K ub=16: 32 four-bit values, byte k = element k in the
- *          low nibble and element k+16 in the high one (the Q4_0 order; Q4_K and Q6_K
- *          sub-blocks are re-ordered into it, Q6_K keeps its low four bits here);
- *   aux  Q5_0 [n_rows][n_units] uint32: bit e = the fifth bit of element e (GGUF's qh);
+ *          Q8_0, I8_G* ub=32 (the 32 int8 quants);
+ *          Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, I4_G*, Q4_K, Q5_K, Q6_K ub=16: 32
+ *          four-bit values, byte k = element k in the low nibble and element k+16 in the
+ *          high one (the Q4_0 order; Q4_K, Q5_K and Q6_K sub-blocks are re-ordered into
+ *          it; Q5_* and Q6_K keep their low four bits here; IQ4_* hold table indices);
+ *          Q2_K, Q3_K ub=8: 32 two-bit values, element e at bits 2e..2e+1 of the word;
+ *   aux  Q5_0, Q5_1, Q5_K [n_rows][n_units] uint32: bit e = the fifth bit of element e;
+ *        Q3_K [n_rows][n_units] uint32: bit e = the third bit of element e (GGUF's hmask);
  *        Q6_K [n_rows][n_units] uint64: bits 2e..2e+1 = the top two bits of element e;
- *   sc   Q8_0/Q4_0/Q5_0 [n_rows][n_units] fp16 d;
- *        Q4_K [n_rows][n_super][16]: the super-block's d, dmin and 12 packed scale bytes
- *             as in GGUF;
- *        Q6_K [n_rows][n_super][16] int8 scales (one per 16 elements) as in GGUF;
- *   d    Q6_K [n_rows][n_super] fp16 d.
- * So every type keeps its GGUF bytes per element; only the order changes, and every
- * lane's quants come in one aligned 16- or 32-byte load.
+ *   sc   Q8_0/Q4_0/Q5_0/IQ4_NL [n_rows][n_units] fp16 d; I8_G* [n_rows][n_groups] fp16 d;
+ *        Q4_1/Q5_1 [n_rows][n_units], I4_G* [n_rows][n_groups]: fp16 d, fp16 m;
+ *        Q4_K, Q5_K [n_rows][n_super][16]: the super-block's d, dmin and 12 packed scale
+ *             bytes as in GGUF;
+ *        Q3_K [n_rows][n_super][16]: the 12 packed scale bytes, fp16 d, 2 bytes of pad;
+ *        Q2_K, Q6_K [n_rows][n_super][16]: the 16 scale bytes (one per 16 elements);
+ *        IQ4_XS [n_rows][n_super][8]: d, scales_h, scales_l[4] as in GGUF;
+ *   d    Q6_K [n_rows][n_super] fp16 d; Q2_K [n_rows][n_super] fp16 d, fp16 dmin.
+ * So every type keeps its GGUF bytes per element (Q3_K: 2 bytes more per 256 elements);
+ * only the order changes, and every lane's quants come in one aligned 8-, 16- or 32-byte
+ * load.
  *
  * ---- The arithmetic of one output element ------------------------------------------------
  * One warp computes out[t][r]. Lane l takes the units l, l+32, l+64, ... in that order.
  * Float types: acc = fmaf(w_i, x_i, acc) over the unit's 8 elements in order. Quantized:
  * part = fmaf(q_i, x_i, part) from 0 over the unit's 32 elements in order (q_i the
- * integer value, zero point removed, converted exactly), then acc = fmaf(scale, part,
- * acc) (Q6_K: two parts and scales, elements 0..15 and 16..31; Q4_K also acc =
- * fmaf(-dmin*m, sum x_i, acc)). Then the warp adds its 32 accumulators with the xor
+ * integer value, zero point removed, or IQ4's table value, converted exactly), then
+ * acc = fmaf(scale, part, acc); the types with a minimum (w = scale*q + min: Q4_1, Q5_1,
+ * I4_G*, Q4_K, Q5_K) then acc = fmaf(min, sum x_i, acc). Q6_K, Q3_K and Q2_K have a
+ * scale per 16 elements: two parts, elements 0..15 and 16..31, folded in that order
+ * (Q2_K: each followed by its min times the sum of its 16 x). Scales are products of
+ * an fp16 and a small integer, exact in fp32. Then the warp adds its 32 accumulators with the xor
  * butterfly 16, 8, 4, 2, 1. Every launch shape runs exactly this (how many rows a warp
  * holds, R, and how many token rows, TT, only change which elements share loads), with
  * explicit fmaf and exact conversions only, so a row's result never depends on n_tokens
@@ -44,49 +58,17 @@
  * than a block's shared memory, and the block's four warps read the same x lines, so
  * L1 serves the reuse; each x load is shared by the R rows a warp holds.
  *
- * Registers (ptxas -v; budgets in tests/cuda/ptxas_budgets.txt): decode 48-90, the
- * 8-token tiles 168-255; no spills but in the Q5_0 8-token tile (a few bytes, see the
+ * Registers (ptxas -v; budgets in tests/cuda/ptxas_budgets.txt): decode 48-95, the
+ * 8-token tiles 168-255; no spills but in some 8-token tiles (a few bytes, see the
  * budget file). */
 #include "simt.h"
 
 #include "matmul.h"
+#include "matmul_impl.cuh"
 
 #include <string.h>
 
 IFD_NS_BEGIN
-
-enum {
-    MM_F32 = 0,
-    MM_F16 = 1,
-    MM_Q4_0 = 2,
-    MM_Q5_0 = 6,
-    MM_Q8_0 = 8,
-    MM_Q4_K = 12,
-    MM_Q6_K = 14,
-    MM_BF16 = 30,
-};
-
-/* nvcc unrolls the register-array loops (they must stay in registers); the host
- * compiler of the emulation does not know the pragma. */
-#if defined(IFD_SIMT_EMU)
-#define MM_UNROLL
-#else
-#define MM_UNROLL _Pragma("unroll")
-#endif
-
-/* The float types' decode loop keeps four units in flight per lane; sm_80's ptxas spilled
- * a few bytes there for F16/BF16 (48 registers), so below sm_90 it keeps two: at that
- * register count 10 blocks fit an SM, enough loads in flight for the bandwidth. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define MM_FLOAT_DECODE_UNROLL 2
-#else
-#define MM_FLOAT_DECODE_UNROLL 4
-#endif
-
-#define MM_WARPS 4
-#define MM_THREADS (MM_WARPS * 32)
-#define MM_MAX_COLS (1 << 26)
-#define MM_MAX_ROWS (1 << 28)
 
 /* ---- layout (host and launcher) ----------------------------------------------------------- */
 
@@ -106,9 +88,20 @@ static int mm_gguf_block(int type, int *bytes) {
     case MM_BF16: *bytes = 2; return 1;
     case MM_Q8_0: *bytes = 34; return 32;
     case MM_Q4_0: *bytes = 18; return 32;
+    case MM_Q4_1: *bytes = 20; return 32;
     case MM_Q5_0: *bytes = 22; return 32;
+    case MM_Q5_1: *bytes = 24; return 32;
+    case MM_IQ4_NL: *bytes = 18; return 32;
+    case MM_Q2_K: *bytes = 84; return 256;
+    case MM_Q3_K: *bytes = 110; return 256;
     case MM_Q4_K: *bytes = 144; return 256;
+    case MM_Q5_K: *bytes = 176; return 256;
     case MM_Q6_K: *bytes = 210; return 256;
+    case MM_IQ4_XS: *bytes = 136; return 256;
+    case MM_I8_G64: *bytes = 66; return 64;
+    case MM_I8_G128: *bytes = 130; return 128;
+    case MM_I4_G64: *bytes = 36; return 64;
+    case MM_I4_G128: *bytes = 68; return 128;
     default: *bytes = 0; return 0;
     }
 }
@@ -119,18 +112,30 @@ static bool mm_layout_of(int type, int64_t n_rows, int64_t n_cols, mm_layout *L)
     if (!bs || n_rows <= 0 || n_cols <= 0 || n_rows > MM_MAX_ROWS || n_cols > MM_MAX_COLS ||
         n_cols % bs != 0)
         return false;
-    const bool fl = type == MM_F32 || type == MM_F16 || type == MM_BF16;
+    const bool fl = mm_is_float(type);
     L->n_units = fl ? (n_cols + 7) / 8 : n_cols / 32;
     L->n_super = n_cols / 256;
-    L->ub = type == MM_F32 || type == MM_Q8_0 ? 32 : 16;
+    L->ub = fl && type != MM_F32 ? 16 : mm_unit_bytes(type);
     const size_t rows = (size_t)n_rows, nu = (size_t)L->n_units, ns = (size_t)L->n_super;
+    const size_t ng = fl ? 0 : nu / (size_t)mm_units_per_group(type);
     size_t off = mm_align(rows * nu * (size_t)L->ub);
     size_t aux = 0, sc = 0, d = 0;
     switch (type) {
     case MM_Q5_0: aux = rows * nu * 4; sc = rows * nu * 2; break;
+    case MM_Q5_1: aux = rows * nu * 4; sc = rows * nu * 4; break;
     case MM_Q8_0:
-    case MM_Q4_0: sc = rows * nu * 2; break;
+    case MM_Q4_0:
+    case MM_IQ4_NL:
+    case MM_I8_G64:
+    case MM_I8_G128: sc = rows * ng * 2; break;
+    case MM_Q4_1:
+    case MM_I4_G64:
+    case MM_I4_G128: sc = rows * ng * 4; break;
     case MM_Q4_K: sc = rows * ns * 16; break;
+    case MM_Q5_K: aux = rows * nu * 4; sc = rows * ns * 16; break;
+    case MM_Q3_K: aux = rows * nu * 4; sc = rows * ns * 16; break;
+    case MM_Q2_K: sc = rows * ns * 16; d = rows * ns * 4; break;
+    case MM_IQ4_XS: sc = rows * ns * 8; break;
     case MM_Q6_K: aux = rows * nu * 8; sc = rows * ns * 16; d = rows * ns * 2; break;
     default: break;
     }
@@ -201,6 +206,87 @@ int k_matmul_prepare(void *dst, const void *gguf_data, int type, int64_t n_rows,
                 }
             }
             break;
+        case MM_Q4_1:
+        case MM_Q5_1:
+        case MM_IQ4_NL:
+            for (size_t b = 0; b < nu; b++) {
+                const uint8_t *blk = src + b * (size_t)bb;
+                if (type == MM_IQ4_NL) {
+                    memcpy(sc + ((size_t)r * nu + b) * 2, blk, 2);
+                    memcpy(qr + b * 16, blk + 2, 16);
+                } else {
+                    memcpy(sc + ((size_t)r * nu + b) * 4, blk, 4); /* d, m */
+                    if (type == MM_Q5_1) memcpy(aux + ((size_t)r * nu + b) * 4, blk + 4, 4);
+                    memcpy(qr + b * 16, blk + (type == MM_Q5_1 ? 8 : 4), 16);
+                }
+            }
+            break;
+        case MM_I8_G64:
+        case MM_I8_G128:
+        case MM_I4_G64:
+        case MM_I4_G128: {
+            /* a group: [fp16 d (, fp16 m)][its G/32 units' quants, in unit order] */
+            const size_t ug = (size_t)mm_units_per_group(type), ng = nu / ug;
+            const bool i8 = type == MM_I8_G64 || type == MM_I8_G128;
+            const size_t hb = i8 ? 2 : 4;
+            for (size_t g = 0; g < ng; g++) {
+                const uint8_t *blk = src + g * (size_t)bb;
+                memcpy(sc + ((size_t)r * ng + g) * hb, blk, hb);
+                memcpy(qr + g * ug * (size_t)L.ub, blk + hb, ug * (size_t)L.ub);
+            }
+            break;
+        }
+        case MM_Q5_K:
+            for (size_t s = 0; s < ns; s++) {
+                const uint8_t *blk = src + s * 176, *qh = blk + 16, *qs = blk + 48;
+                memcpy(sc + ((size_t)r * ns + s) * 16, blk, 16); /* d, dmin, scales[12] */
+                for (int j = 0; j < 8; j++) {
+                    /* sub-block j: nibbles of qs[32*(j/2) + e] (high ones for odd j),
+                     * fifth bit j of qh[e] (quant.c's deq_block_q5_K) */
+                    uint8_t *u = qr + (s * 8 + (size_t)j) * 16;
+                    const uint8_t *pair = qs + 32 * (j / 2);
+                    const int sh = 4 * (j & 1);
+                    uint32_t hi = 0;
+                    for (int k = 0; k < 16; k++)
+                        u[k] = (uint8_t)(((pair[k] >> sh) & 15) | (((pair[k + 16] >> sh) & 15) << 4));
+                    for (int e = 0; e < 32; e++) hi |= (uint32_t)((qh[e] >> j) & 1) << e;
+                    memcpy(aux + ((size_t)r * nu + s * 8 + (size_t)j) * 4, &hi, 4);
+                }
+            }
+            break;
+        case MM_Q2_K:
+        case MM_Q3_K:
+            for (size_t s = 0; s < ns; s++) {
+                const uint8_t *blk = src + s * (size_t)bb;
+                const uint8_t *qs = blk + (type == MM_Q2_K ? 16 : 32), *hm = blk;
+                if (type == MM_Q2_K) {
+                    memcpy(sc + ((size_t)r * ns + s) * 16, blk, 16);      /* scales[16] */
+                    memcpy(dd + ((size_t)r * ns + s) * 4, blk + 80, 4);   /* d, dmin */
+                } else {
+                    memcpy(sc + ((size_t)r * ns + s) * 16, blk + 96, 14); /* scales[12], d */
+                }
+                for (int j = 0; j < 8; j++) {
+                    uint64_t lo = 0;
+                    uint32_t hi = 0;
+                    for (int e = 0; e < 32; e++) {
+                        /* element g of the super-block: byte 32*(g/128) + g%32 of qs at
+                         * shift 2*((g%128)/32); Q3_K's third bit: bit g/32 of hmask[g%32] */
+                        const int g = 32 * j + e;
+                        lo |= (uint64_t)((qs[32 * (g / 128) + g % 32] >> (2 * ((g % 128) / 32))) & 3) << (2 * e);
+                        hi |= (uint32_t)((hm[g % 32] >> (g / 32)) & 1) << e;
+                    }
+                    memcpy(qr + (s * 8 + (size_t)j) * 8, &lo, 8);
+                    if (type == MM_Q3_K) memcpy(aux + ((size_t)r * nu + s * 8 + (size_t)j) * 4, &hi, 4);
+                }
+            }
+            break;
+        case MM_IQ4_XS:
+            for (size_t s = 0; s < ns; s++) {
+                const uint8_t *blk = src + s * 136;
+                memcpy(sc + ((size_t)r * ns + s) * 8, blk, 8); /* d, scales_h, scales_l[4] */
+                memcpy(qr + s * 8 * 16, blk + 8, 128);         /* already in unit order */
+            }
+            break;
         case MM_Q6_K:
             for (size_t s = 0; s < ns; s++) {
                 const uint8_t *blk = src + s * 210, *ql = blk, *qh = blk + 128;
@@ -226,316 +312,6 @@ int k_matmul_prepare(void *dst, const void *gguf_data, int type, int64_t n_rows,
         }
     }
     return DEV_OK;
-}
-
-/* ---- device side ---------------------------------------------------------------------------- */
-
-/* One matrix as the kernels see it. */
-struct mm_w {
-    const uint8_t *q, *aux, *sc, *d;
-    float *out;
-    int64_t n_rows;
-    int32_t n_cols, n_units;
-};
-/* The matrices of one launch; blockIdx.y in [blk0[i], blk0[i+1]) is a row group of w[i]. */
-struct mm_job {
-    mm_w w[K_MATMUL_MAX_GROUP];
-    int32_t blk0[K_MATMUL_MAX_GROUP + 1];
-    int32_t n;
-};
-
-/* A 4-bit (or 5/6-bit) integer plus 2^23 as a float, minus (2^23 + zero): q - zero exactly. */
-static __device__ __forceinline__ float mm_int_f(uint32_t q, float bias) {
-    return __uint_as_float(0x4B000000u | q) - bias;
-}
-
-/* Q4_K sub-block j's 6-bit scale and min (quant_q4_K_scale_min) from the super-block's
- * first 16 bytes as four words (d, dmin, then the 12 packed scale bytes: byte k of the
- * scales is byte 4+k of the words), with shifts so that nothing goes to local memory. */
-static __device__ __forceinline__ uint32_t mm_byte(const uint32_t *w, int k) {
-    const int i = k >> 2; /* selects, not an indexed load: w stays in registers */
-    const uint32_t wd = i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];
-    return (wd >> (8 * (k & 3))) & 0xffu;
-}
-static __device__ __forceinline__ void mm_q4k_scale_min_w(int j, const uint32_t *w, int *sc, int *m) {
-    if (j < 4) {
-        *sc = (int)(mm_byte(w, 4 + j) & 63);
-        *m = (int)(mm_byte(w, 8 + j) & 63);
-    } else {
-        *sc = (int)((mm_byte(w, 8 + j) & 0xF) | ((mm_byte(w, j) >> 6) << 4));
-        *m = (int)((mm_byte(w, 8 + j) >> 4) | ((mm_byte(w, 4 + j) >> 6) << 4));
-    }
-}
-
-/* x[c .. c+N) of one token row (N = 4 or 8), zeros past n_cols; VX: c+N <= n_cols and
- * the row is 16-byte aligned (N/4 vector loads, no branch). */
-template <int N, bool VX>
-static __device__ __forceinline__ void mm_ld_x(float *v, const float *xr, int32_t c, int32_t n_cols) {
-    if (VX) {
-MM_UNROLL
-        for (int j = 0; j < N / 4; j++) {
-            const float4 a = __ldg(reinterpret_cast<const float4 *>(xr + c + 4 * j));
-            v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = a.z, v[4 * j + 3] = a.w;
-        }
-    } else {
-MM_UNROLL
-        for (int i = 0; i < N; i++) v[i] = c + i < n_cols ? __ldg(xr + c + i) : 0.0f;
-    }
-}
-template <bool VX>
-static __device__ __forceinline__ void mm_ld_x8(float *v, const float *xr, int32_t c, int32_t n_cols) {
-    mm_ld_x<8, VX>(v, xr, c, n_cols);
-}
-
-static __device__ __forceinline__ float mm_bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
-static __device__ __forceinline__ float mm_bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
-static __device__ __forceinline__ float mm_f16(uint32_t bits) {
-    __half_raw r;
-    r.x = (unsigned short)bits;
-    return __half2float(__half(r));
-}
-
-/* Float types: unit u = elements 8u .. 8u+7. */
-template <int TY, int R, int TT, bool VX>
-static __device__ __forceinline__ void mm_unit_float(float (&acc)[R][TT], const mm_w &W, const int64_t *rows,
-                                                     int32_t u, const float *const *xr) {
-    float xs[TT][8];
-MM_UNROLL
-    for (int t = 0; t < TT; t++) mm_ld_x8<VX>(xs[t], xr[t], 8 * u, W.n_cols);
-    float w[R][8];
-MM_UNROLL
-    for (int r = 0; r < R; r++) {
-        const uint8_t *p = W.q + ((size_t)rows[r] * (size_t)W.n_units + (size_t)u) * (TY == MM_F32 ? 32 : 16);
-        if (TY == MM_F32) {
-            const float4 a = __ldg(reinterpret_cast<const float4 *>(p));
-            const float4 b = __ldg(reinterpret_cast<const float4 *>(p + 16));
-            w[r][0] = a.x, w[r][1] = a.y, w[r][2] = a.z, w[r][3] = a.w;
-            w[r][4] = b.x, w[r][5] = b.y, w[r][6] = b.z, w[r][7] = b.w;
-        } else {
-            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
-            const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
-MM_UNROLL
-            for (int k = 0; k < 4; k++) {
-                if (TY == MM_BF16) {
-                    w[r][2 * k] = mm_bf16_lo(vw[k]);
-                    w[r][2 * k + 1] = mm_bf16_hi(vw[k]);
-                } else {
-                    w[r][2 * k] = mm_f16(vw[k] & 0xffffu);
-                    w[r][2 * k + 1] = mm_f16(vw[k] >> 16);
-                }
-            }
-        }
-    }
-MM_UNROLL
-    for (int r = 0; r < R; r++)
-MM_UNROLL
-        for (int t = 0; t < TT; t++)
-MM_UNROLL
-            for (int i = 0; i < 8; i++) acc[r][t] = fmaf(w[r][i], xs[t][i], acc[r][t]);
-}
-
-/* Quantized types: unit u = elements 32u .. 32u+31 (a block, or sub-block u%8 of super-block u/8). */
-template <int TY, int R, int TT, bool VX>
-static __device__ __forceinline__ void mm_unit_quant(float (&acc)[R][TT], const mm_w &W, const int64_t *rows,
-                                                     int32_t u, const float *const *xr) {
-    constexpr float bias = TY == MM_Q8_0 ? 0.0f
-                         : TY == MM_Q4_0 ? 8388616.0f
-                         : TY == MM_Q5_0 ? 8388624.0f
-                         : TY == MM_Q4_K ? 8388608.0f
-                                         : 8388640.0f; /* Q6_K */
-    uint32_t qw[R][8];      /* the unit's quant bytes (16, or 32 for Q8_0) */
-    uint32_t hb[R][2];      /* Q5_0: qh; Q6_K: the 64 high bits */
-    float s0[R], s1[R];     /* scales (Q6_K: the two halves; Q4_K: d*sc, dmin*m) */
-    const size_t nu = (size_t)W.n_units;
-MM_UNROLL
-    for (int r = 0; r < R; r++) {
-        const size_t ru = (size_t)rows[r] * nu + (size_t)u;
-        if (TY == MM_Q8_0) {
-            const uint4 a = __ldg(reinterpret_cast<const uint4 *>(W.q + ru * 32));
-            const uint4 b = __ldg(reinterpret_cast<const uint4 *>(W.q + ru * 32 + 16));
-            qw[r][0] = a.x, qw[r][1] = a.y, qw[r][2] = a.z, qw[r][3] = a.w;
-            qw[r][4] = b.x, qw[r][5] = b.y, qw[r][6] = b.z, qw[r][7] = b.w;
-        } else {
-            const uint4 a = __ldg(reinterpret_cast<const uint4 *>(W.q + ru * 16));
-            qw[r][0] = a.x, qw[r][1] = a.y, qw[r][2] = a.z, qw[r][3] = a.w;
-            qw[r][4] = qw[r][5] = qw[r][6] = qw[r][7] = 0;
-        }
-        hb[r][0] = hb[r][1] = 0;
-        if (TY == MM_Q8_0 || TY == MM_Q4_0 || TY == MM_Q5_0) {
-            s0[r] = mm_f16(__ldg(reinterpret_cast<const unsigned short *>(W.sc) + ru));
-            s1[r] = 0.0f;
-            if (TY == MM_Q5_0) hb[r][0] = __ldg(reinterpret_cast<const uint32_t *>(W.aux) + ru);
-        } else if (TY == MM_Q4_K) {
-            const size_t rs = (size_t)rows[r] * (size_t)(W.n_units / 8) + (size_t)(u / 8);
-            const uint4 mv = __ldg(reinterpret_cast<const uint4 *>(W.sc + rs * 16));
-            const uint32_t mw[4] = {mv.x, mv.y, mv.z, mv.w};
-            int sc, mn;
-            mm_q4k_scale_min_w(u % 8, mw, &sc, &mn);
-            const float d = mm_f16(mw[0] & 0xffffu), dmin = mm_f16(mw[0] >> 16);
-            s0[r] = d * (float)sc;     /* exact: 11 x 6 bits */
-            s1[r] = -(dmin * (float)mn);
-        } else { /* Q6_K */
-            const size_t rs = (size_t)rows[r] * (size_t)(W.n_units / 8) + (size_t)(u / 8);
-            const uint2 h = __ldg(reinterpret_cast<const uint2 *>(W.aux) + ru);
-            hb[r][0] = h.x, hb[r][1] = h.y;
-            const unsigned short sp = __ldg(reinterpret_cast<const unsigned short *>(W.sc + rs * 16) + (u % 8));
-            const float d = mm_f16(__ldg(reinterpret_cast<const unsigned short *>(W.d) + rs));
-            s0[r] = d * (float)(int8_t)(sp & 0xff); /* exact: 11 x 8 bits */
-            s1[r] = d * (float)(int8_t)(sp >> 8);
-        }
-    }
-    float p0[R][TT], p1[R][TT], sx[TT];
-MM_UNROLL
-    for (int t = 0; t < TT; t++) {
-        sx[t] = 0.0f;
-MM_UNROLL
-        for (int r = 0; r < R; r++) p0[r][t] = p1[r][t] = 0.0f;
-    }
-    /* The unit's elements in chunks of CH, in order: 8 at a time, but 4 in the 8-token
-     * tiles, where x[TT][8] would not fit beside the accumulators (ptxas spilled there).
-     * Every part still takes its elements in order, so the chunk size changes no result. */
-    constexpr int CH = TT >= 8 ? 4 : 8;
-MM_UNROLL
-    for (int pc = 0; pc < 32 / CH; pc++) { /* elements CH*pc .. CH*pc+CH-1 */
-        float xs[TT][CH];
-MM_UNROLL
-        for (int t = 0; t < TT; t++) {
-            mm_ld_x<CH, VX>(xs[t], xr[t], 32 * u + CH * pc, W.n_cols);
-            if (TY == MM_Q4_K)
-MM_UNROLL
-                for (int i = 0; i < CH; i++) sx[t] += xs[t][i];
-        }
-MM_UNROLL
-        for (int r = 0; r < R; r++) {
-            float qf[CH];
-MM_UNROLL
-            for (int i = 0; i < CH; i++) {
-                const int e = CH * pc + i;
-                if (TY == MM_Q8_0) {
-                    qf[i] = (float)(int8_t)(qw[r][e >> 2] >> (8 * (e & 3)));
-                } else {
-                    const int k = e & 15; /* the byte; low nibble for e < 16 */
-                    uint32_t v = (qw[r][k >> 2] >> (8 * (k & 3) + (e < 16 ? 0 : 4))) & 15u;
-                    if (TY == MM_Q5_0) v |= ((hb[r][0] >> e) & 1u) << 4;
-                    if (TY == MM_Q6_K) v |= ((hb[r][e >> 4] >> (2 * (e & 15))) & 3u) << 4;
-                    qf[i] = mm_int_f(v, bias);
-                }
-            }
-MM_UNROLL
-            for (int t = 0; t < TT; t++)
-MM_UNROLL
-                for (int i = 0; i < CH; i++) {
-                    if (TY == MM_Q6_K && CH * pc + i >= 16)
-                        p1[r][t] = fmaf(qf[i], xs[t][i], p1[r][t]);
-                    else
-                        p0[r][t] = fmaf(qf[i], xs[t][i], p0[r][t]);
-                }
-        }
-        /* Q6_K: the first half's part is complete; fold it now (acc's first operation,
-         * as before) so that its registers serve the second half */
-        if (TY == MM_Q6_K && CH * pc + CH == 16)
-MM_UNROLL
-            for (int r = 0; r < R; r++)
-MM_UNROLL
-                for (int t = 0; t < TT; t++) acc[r][t] = fmaf(s0[r], p0[r][t], acc[r][t]);
-    }
-MM_UNROLL
-    for (int r = 0; r < R; r++)
-MM_UNROLL
-        for (int t = 0; t < TT; t++) {
-            if (TY != MM_Q6_K) acc[r][t] = fmaf(s0[r], p0[r][t], acc[r][t]);
-            if (TY == MM_Q6_K) acc[r][t] = fmaf(s1[r], p1[r][t], acc[r][t]);
-            if (TY == MM_Q4_K) acc[r][t] = fmaf(s1[r], sx[t], acc[r][t]);
-        }
-}
-
-/* grid: x = token tiles of TT rows, y = row groups of MM_WARPS*R rows (over the job's
- * matrices); block: MM_THREADS. Each warp: R rows x TT tokens. */
-template <int TY, int R, int TT>
-__global__ void __launch_bounds__(MM_THREADS) k_mm(const mm_job job, const float *x, int32_t n_tokens, int32_t xv) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int32_t by = (int32_t)blockIdx.y;
-    int mi = 0;
-    while (mi + 1 < job.n && by >= job.blk0[mi + 1]) mi++;
-    const mm_w &W = job.w[mi];
-    const int64_t row0 = ((int64_t)(by - job.blk0[mi]) * MM_WARPS + warp) * R;
-    if (row0 >= W.n_rows) return; /* whole warps only; no block barrier follows */
-    const int32_t t0 = (int32_t)blockIdx.x * TT;
-    int64_t rows[R];
-MM_UNROLL
-    for (int r = 0; r < R; r++) rows[r] = row0 + r < W.n_rows ? row0 + r : W.n_rows - 1;
-    const float *xr[TT];
-MM_UNROLL
-    for (int t = 0; t < TT; t++)
-        xr[t] = x + (size_t)(t0 + t < n_tokens ? t0 + t : n_tokens - 1) * (size_t)W.n_cols;
-    float acc[R][TT];
-MM_UNROLL
-    for (int r = 0; r < R; r++)
-MM_UNROLL
-        for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
-    /* Lane l takes units l, l+32, ... in order: first those whose x can be read with
-     * vector loads (every unit when x is 16-byte aligned, but a float row's partial
-     * last one), then the rest with guarded scalar loads. Same units, same order, same
-     * arithmetic either way; the split only keeps branches out of the main loop. */
-    constexpr bool kFloat = TY == MM_F32 || TY == MM_F16 || TY == MM_BF16;
-    const int32_t n_vec = !xv ? 0 : kFloat ? W.n_cols / 8 : W.n_units;
-    /* decode shapes: four units in flight per lane (an unrolled body's loads are issued
-     * before its FMAs: __ldg cannot alias a store) */
-    int32_t u = lane;
-#if !defined(IFD_SIMT_EMU)
-    constexpr int kUnroll = R * TT <= 2 ? (kFloat ? MM_FLOAT_DECODE_UNROLL : 4) : 1;
-#pragma unroll kUnroll
-#endif
-    for (; u < n_vec; u += 32) {
-        if (kFloat)
-            mm_unit_float<TY, R, TT, true>(acc, W, rows, u, xr);
-        else
-            mm_unit_quant<TY, R, TT, true>(acc, W, rows, u, xr);
-    }
-    for (; u < W.n_units; u += 32) {
-        if (kFloat)
-            mm_unit_float<TY, R, TT, false>(acc, W, rows, u, xr);
-        else
-            mm_unit_quant<TY, R, TT, false>(acc, W, rows, u, xr);
-    }
-MM_UNROLL
-    for (int r = 0; r < R; r++)
-MM_UNROLL
-        for (int t = 0; t < TT; t++) {
-            float v = acc[r][t];
-MM_UNROLL
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(IFD_FULL_MASK, v, o);
-            /* every lane holds the same sum; lane (r*TT+t)%32 stores it */
-            if (lane == (r * TT + t) % 32 && row0 + r < W.n_rows && t0 + t < n_tokens)
-                W.out[(size_t)(t0 + t) * (size_t)W.n_rows + (size_t)(row0 + r)] = v;
-        }
-}
-
-/* ---- launchers ------------------------------------------------------------------------------ */
-
-template <int TY, int R, int TT>
-static void mm_launch(dev_stream s, mm_job &job, const float *x, int32_t n_tokens, int32_t xv) {
-    int32_t by = 0;
-    for (int i = 0; i < job.n; i++) {
-        job.blk0[i] = by;
-        by += (int32_t)((job.w[i].n_rows + MM_WARPS * R - 1) / (MM_WARPS * R));
-    }
-    job.blk0[job.n] = by;
-    const dim3 grid((unsigned)((n_tokens + TT - 1) / TT), (unsigned)by);
-    auto kf = k_mm<TY, R, TT>;
-    IFD_LAUNCH(kf, grid, MM_THREADS, 0, s, job, x, n_tokens, xv);
-}
-
-template <int TY>
-static void mm_launch_type(dev_stream s, mm_job &job, const float *x, int32_t n_tokens, int32_t xv) {
-    if (n_tokens == 1)
-        mm_launch<TY, 2, 1>(s, job, x, n_tokens, xv);
-    else if (n_tokens <= 2)
-        mm_launch<TY, 4, 2>(s, job, x, n_tokens, xv);
-    else if (n_tokens <= 4)
-        mm_launch<TY, 4, 4>(s, job, x, n_tokens, xv);
-    else
-        mm_launch<TY, 4, 8>(s, job, x, n_tokens, xv);
 }
 
 int k_matmul_group(dev_stream s, int n, float *const *outs, const k_wmat *const *ws, const float *x,
@@ -575,7 +351,8 @@ int k_matmul_group(dev_stream s, int n, float *const *outs, const k_wmat *const 
     case MM_Q5_0: mm_launch_type<MM_Q5_0>(s, job, x, n_tokens, xv); break;
     case MM_Q4_K: mm_launch_type<MM_Q4_K>(s, job, x, n_tokens, xv); break;
     case MM_Q6_K: mm_launch_type<MM_Q6_K>(s, job, x, n_tokens, xv); break;
-    default: return DEV_ERR;
+    default:
+        if (!mm_launch_ext(ws[0]->type, s, job, x, n_tokens, xv)) return DEV_ERR;
     }
     return dev_check_launch();
 }

@@ -1,10 +1,12 @@
 /* matmul.h — the matmul kernels of the CUDA backend: out[t][r] = dot(weight row r, x[t])
- * for every weight type inferd reads (F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K), the
+ * for every weight type inferd reads (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS and inferd's I8_G64/G128, I4_G64/G128), the
  * contract of op_matmul_ref (src/backend/cpu/ops_ref.c) on a device copy of a wmat.
  *
  * Weights are repacked once at backend start (k_matmul_prepare, host side) into the
  * layout the kernels read with 16-byte loads; quantized weights stay quantized there
- * (the same bytes per element as in the GGUF file) and are dequantized in registers.
+ * (the same bytes per element as in the GGUF file; Q3_K 2 bytes more per 256 elements)
+ * and are dequantized in registers.
  * The prepared layout is described in matmul.cu.
  *
  * Batch invariance: every launch shape (decode, skinny, token-tiled) computes out[t][r]

@@ -47,10 +47,16 @@ static void make_matrix(uint8_t *m, ggml_type t, int64_t n_rows, int64_t n_cols,
     const int64_t nb = n_rows * n_cols / tr->block_size;
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *blk = m + b * tr->block_bytes;
-        // fp16 scale fields: d first, except Q6_K (d last); Q4_K has dmin after d
+        // fp16 scale fields: d first, except Q6_K, Q3_K (d last) and Q2_K (d, dmin last);
+        // Q4_K / Q5_K have dmin after d, Q4_1 / Q5_1 / I4_G* their minimum m
         size_t off[2] = {0, 2};
-        int nf = t == GGML_TYPE_Q4_K ? 2 : 1;
+        int nf = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1 ||
+                         t == IFD_TYPE_I4_G64 || t == IFD_TYPE_I4_G128 || t == GGML_TYPE_Q2_K
+                     ? 2
+                     : 1;
         if (t == GGML_TYPE_Q6_K) off[0] = 208;
+        if (t == GGML_TYPE_Q3_K) off[0] = 108;
+        if (t == GGML_TYPE_Q2_K) off[0] = 80, off[1] = 82;
         for (int f = 0; f < nf; f++) {
             float v = 0.001f + 0.1f * (float)((ct_next(&s) >> 40) * (1.0 / 16777216.0));
             if (ct_next(&s) & 1) v = -v;
@@ -61,13 +67,15 @@ static void make_matrix(uint8_t *m, ggml_type t, int64_t n_rows, int64_t n_cols,
 }
 
 static void test_embed(void) {
-    const ggml_type types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
-                               GGML_TYPE_Q4_0, GGML_TYPE_Q5_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    const ggml_type types[] = {GGML_TYPE_F32,    GGML_TYPE_F16,    GGML_TYPE_BF16,   GGML_TYPE_Q8_0,  GGML_TYPE_Q4_0,
+                               GGML_TYPE_Q5_0,   GGML_TYPE_Q4_K,   GGML_TYPE_Q6_K,   GGML_TYPE_Q4_1,  GGML_TYPE_Q5_1,
+                               GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,   GGML_TYPE_Q3_K,   GGML_TYPE_Q5_K,  GGML_TYPE_IQ4_XS,
+                               IFD_TYPE_I8_G64,  IFD_TYPE_I8_G128, IFD_TYPE_I4_G64,  IFD_TYPE_I4_G128};
     const int32_t n_vocab = 29, n = 13;
     for (ggml_type t : types) {
-        const bool k_quant = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
+        const bool k_quant = quant_traits_of(t)->block_size > 32; // not 32 more columns
         for (int64_t n_cols : {(int64_t)512, (int64_t)96}) {
-            if (k_quant && n_cols % 256) continue;
+            if (n_cols % quant_traits_of(t)->block_size) continue;
             const size_t rb = quant_row_bytes(t, n_cols);
             uint8_t *m = (uint8_t *)malloc(rb * n_vocab);
             make_matrix(m, t, n_vocab, n_cols, 100 + (uint64_t)t);
@@ -120,7 +128,7 @@ static void test_embed(void) {
     }
     float *d = (float *)ct_alloc(64 * sizeof(float));
     int32_t *di = (int32_t *)ct_alloc(sizeof(int32_t));
-    CHECK(k_embed(NULL, d, d, GGML_TYPE_Q4_1, 32, 20, di, 1, 1) == DEV_ERR); // a type we do not read
+    CHECK(k_embed(NULL, d, d, GGML_TYPE_IQ2_XXS, 256, 66, di, 1, 1) == DEV_ERR); // a type we do not read
     CHECK(k_embed(NULL, d, d, 12345, 32, 20, di, 1, 1) == DEV_ERR);
     ct_free(d), ct_free(di);
 }

@@ -1,9 +1,10 @@
 // test_matmul.cu — the matmul kernels (kernels/matmul.cu) against quant.c's reference dot
 // (quant_dot_ref: what op_matmul_ref computes per element) for every weight type, on
-// random weights (float types and Q8_0/Q4_0 through quant.c's quantizers of random
-// floats; Q5_0, Q4_K and Q6_K, which have no quantizer, as random blocks with small
-// random scales), shapes whose n_rows is not a multiple of any row group and whose
-// n_cols is not a multiple of 256 where the type allows. Also: batch invariance (a row's
+// random weights (the types with a quantizer in quant.c — floats, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, IQ4_NL, I8_G*, I4_G* — through it on random floats; the K-quants and IQ4_XS,
+// which have none, as random blocks with small random scales), at n_cols 256, 512 and
+// 1024+ (4352 in test_long_rows), n_rows not a multiple of any row group, n_cols not a
+// multiple of 256 where the type allows. Also: batch invariance (a row's
 // bits are the same computed alone, in any batch size, with a misaligned x, and in a
 // grouped launch) and the launchers' refusal of bad arguments.
 //
@@ -17,9 +18,18 @@ extern "C" {
 #include "model/quant.h"
 }
 
-enum { TY_F32 = 0, TY_F16 = 1, TY_Q4_0 = 2, TY_Q4_1 = 3, TY_Q5_0 = 6, TY_Q8_0 = 8, TY_Q4_K = 12, TY_Q6_K = 14, TY_BF16 = 30 };
+enum {
+    TY_F32 = 0, TY_F16 = 1, TY_Q4_0 = 2, TY_Q4_1 = 3, TY_Q5_0 = 6, TY_Q5_1 = 7, TY_Q8_0 = 8, TY_Q2_K = 10,
+    TY_Q3_K = 11, TY_Q4_K = 12, TY_Q5_K = 13, TY_Q6_K = 14, TY_IQ2_XXS = 16, TY_IQ4_NL = 20, TY_IQ4_XS = 23,
+    TY_BF16 = 30, TY_I8_G64 = 40, TY_I8_G128 = 41, TY_I4_G64 = 42, TY_I4_G128 = 43
+};
 
-static const int ALL_TYPES[] = {TY_F32, TY_F16, TY_BF16, TY_Q8_0, TY_Q4_0, TY_Q5_0, TY_Q4_K, TY_Q6_K};
+static const int ALL_TYPES[] = {TY_F32,    TY_F16,    TY_BF16,   TY_Q8_0,   TY_Q4_0,    TY_Q5_0,   TY_Q4_K,
+                                TY_Q6_K,   TY_I4_G128, TY_I4_G64, TY_I8_G128, TY_I8_G64, TY_Q4_1,   TY_Q5_K,
+                                TY_IQ4_NL, TY_IQ4_XS, TY_Q3_K,   TY_Q2_K,    TY_Q5_1};
+static bool is_super_type(int t) {
+    return t == TY_Q2_K || t == TY_Q3_K || t == TY_Q4_K || t == TY_Q5_K || t == TY_Q6_K || t == TY_IQ4_XS;
+}
 
 static uint8_t rnd_byte(uint64_t *s) { return (uint8_t)(ct_next(s) >> 56); }
 static float rnd_unit(uint64_t *s) { return (float)((ct_next(s) >> 40) * (1.0 / 16777216.0)); }
@@ -52,6 +62,15 @@ static uint8_t *make_weights(int t, int64_t n_rows, int64_t n_cols, uint64_t see
                 memcpy(blk + 2, &dm, 2);
             } else if (t == TY_Q6_K) {
                 memcpy(blk + 208, &d, 2);
+            } else if (t == TY_Q5_K || t == TY_Q2_K) {
+                const ifd_fp16 dm = ifd_f32_to_fp16(0.001f + 0.01f * rnd_unit(&s));
+                const size_t at = t == TY_Q5_K ? 0 : 80;
+                memcpy(blk + at, &d, 2);
+                memcpy(blk + at + 2, &dm, 2);
+            } else if (t == TY_Q3_K) {
+                memcpy(blk + 108, &d, 2);
+            } else if (t == TY_IQ4_XS) {
+                memcpy(blk, &d, 2);
             }
         }
     }
@@ -65,48 +84,88 @@ static uint8_t *make_weights(int t, int64_t n_rows, int64_t n_cols, uint64_t see
 // so the device must give these bits exactly: under emulation this pins the documented
 // order, on a GPU it shows that nvcc contracted or reordered nothing.
 static bool is_float_type(int t) { return t == TY_F32 || t == TY_F16 || t == TY_BF16; }
-// Integer values (zero point removed) and scales of quantized unit u (32 elements).
-static void unit_ints(int t, const uint8_t *row, int64_t u, int *q, float *s0, float *s1) {
-    *s1 = 0.0f;
-    if (t == TY_Q8_0 || t == TY_Q4_0 || t == TY_Q5_0) {
-        const uint8_t *b = row + u * (t == TY_Q8_0 ? 34 : t == TY_Q4_0 ? 18 : 22);
-        ifd_fp16 d;
-        memcpy(&d, b, 2);
-        *s0 = ifd_fp16_to_f32(d);
+// The integer values, scales and min coefficients of one quantized unit (32 elements):
+// w_e = s0 * q_e + m0 (elements 0..15: s0, m0; with halves, 16..31: s1, m1; without,
+// s0 and m0 for all 32). m0 = m1 = 0 for the types without a minimum.
+struct unit_vals {
+    int q[32];
+    float s0, s1, m0, m1;
+};
+static bool has_halves(int t) { return t == TY_Q6_K || t == TY_Q3_K || t == TY_Q2_K; }
+static bool has_min(int t) {
+    return t == TY_Q4_K || t == TY_Q5_K || t == TY_Q4_1 || t == TY_Q5_1 || t == TY_I4_G64 || t == TY_I4_G128 ||
+           t == TY_Q2_K;
+}
+static float f16_at(const uint8_t *p) {
+    ifd_fp16 h;
+    memcpy(&h, p, 2);
+    return ifd_fp16_to_f32(h);
+}
+static void unit_ints(int t, const uint8_t *row, int64_t u, unit_vals *uv) {
+    int *q = uv->q;
+    uv->s1 = uv->m0 = uv->m1 = 0.0f;
+    if (t == TY_Q8_0 || t == TY_Q4_0 || t == TY_Q5_0 || t == TY_Q4_1 || t == TY_Q5_1 || t == TY_IQ4_NL) {
+        const int bb = (int)quant_traits_of((ggml_type)t)->block_bytes;
+        const uint8_t *b = row + u * bb;
+        uv->s0 = f16_at(b);
+        const bool dm = t == TY_Q4_1 || t == TY_Q5_1;
+        if (dm) uv->m0 = f16_at(b + 2);
         uint32_t qh = 0;
         if (t == TY_Q5_0) memcpy(&qh, b + 2, 4);
-        const uint8_t *qs = b + (t == TY_Q5_0 ? 6 : 2);
+        if (t == TY_Q5_1) memcpy(&qh, b + 4, 4);
+        const uint8_t *qs = b + (t == TY_Q5_0 ? 6 : t == TY_Q5_1 ? 8 : dm ? 4 : 2);
         for (int e = 0; e < 32; e++) {
             if (t == TY_Q8_0) {
                 q[e] = (int8_t)qs[e];
             } else {
                 const int nib = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
-                q[e] = t == TY_Q4_0 ? nib - 8 : (nib | (int)(((qh >> e) & 1) << 4)) - 16;
+                const int fifth = (int)((qh >> e) & 1) << 4;
+                q[e] = t == TY_Q4_0 ? nib - 8 : t == TY_Q5_0 ? (nib | fifth) - 16 : t == TY_Q4_1 ? nib
+                     : t == TY_Q5_1 ? (nib | fifth) : quant_iq4nl_values[nib];
+            }
+        }
+        return;
+    }
+    if (t == TY_I8_G64 || t == TY_I8_G128 || t == TY_I4_G64 || t == TY_I4_G128) {
+        const int g = t == TY_I8_G64 || t == TY_I4_G64 ? 64 : 128;
+        const bool i8 = t == TY_I8_G64 || t == TY_I8_G128;
+        const int bb = (int)quant_traits_of((ggml_type)t)->block_bytes;
+        const uint8_t *b = row + (u / (g / 32)) * bb;
+        const int sub = (int)(u % (g / 32));
+        uv->s0 = f16_at(b);
+        if (!i8) uv->m0 = f16_at(b + 2);
+        for (int e = 0; e < 32; e++) {
+            if (i8) {
+                q[e] = (int8_t)b[2 + 32 * sub + e];
+            } else {
+                const uint8_t *qs = b + 4 + 16 * sub;
+                q[e] = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;
             }
         }
         return;
     }
     int all[256]; // the super-block's integers in quant.c's deq loop order
     const int j = (int)(u % 8);
-    if (t == TY_Q4_K) {
-        const uint8_t *b = row + (u / 8) * 144, *qs = b + 16;
-        ifd_fp16 d, dmin;
-        memcpy(&d, b, 2), memcpy(&dmin, b + 2, 2);
+    if (t == TY_Q4_K || t == TY_Q5_K) {
+        const int bb = t == TY_Q4_K ? 144 : 176;
+        const uint8_t *b = row + (u / 8) * bb, *qs = b + (t == TY_Q4_K ? 16 : 48), *qh = b + 16;
         for (int k = 0; k < 4; k++)
             for (int l = 0; l < 32; l++) {
                 all[64 * k + l] = qs[32 * k + l] & 15;
                 all[64 * k + 32 + l] = qs[32 * k + l] >> 4;
+                if (t == TY_Q5_K) {
+                    all[64 * k + l] += ((qh[l] >> (2 * k)) & 1) << 4;
+                    all[64 * k + 32 + l] += ((qh[l] >> (2 * k + 1)) & 1) << 4;
+                }
             }
         uint8_t sc, m;
         quant_q4_K_scale_min(j, b + 4, &sc, &m);
-        *s0 = ifd_fp16_to_f32(d) * (float)sc;
-        *s1 = -(ifd_fp16_to_f32(dmin) * (float)m);
-    } else { // Q6_K
+        uv->s0 = f16_at(b) * (float)sc;
+        uv->m0 = -(f16_at(b + 2) * (float)m);
+    } else if (t == TY_Q6_K) {
         const uint8_t *b = row + (u / 8) * 210;
         const uint8_t *ql = b, *qh = b + 128;
         const int8_t *sc = (const int8_t *)(b + 192);
-        ifd_fp16 d;
-        memcpy(&d, b + 208, 2);
         for (int n = 0; n < 2; n++)
             for (int l = 0; l < 32; l++) {
                 const uint8_t *L = ql + 64 * n, *H = qh + 32 * n;
@@ -115,8 +174,43 @@ static void unit_ints(int t, const uint8_t *row, int64_t u, int *q, float *s0, f
                 all[128 * n + l + 64] = (int)((L[l] >> 4) | (((H[l] >> 4) & 3) << 4)) - 32;
                 all[128 * n + l + 96] = (int)((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4)) - 32;
             }
-        *s0 = ifd_fp16_to_f32(d) * (float)sc[2 * j];
-        *s1 = ifd_fp16_to_f32(d) * (float)sc[2 * j + 1];
+        uv->s0 = f16_at(b + 208) * (float)sc[2 * j];
+        uv->s1 = f16_at(b + 208) * (float)sc[2 * j + 1];
+    } else if (t == TY_Q2_K || t == TY_Q3_K) {
+        // quant.c's loops: per 128 elements, four shifts, two 16-element halves of 32 bytes
+        const int bb = t == TY_Q2_K ? 84 : 110;
+        const uint8_t *b = row + (u / 8) * bb, *qs = b + (t == TY_Q2_K ? 16 : 32), *hm = b;
+        int i = 0;
+        for (int n = 0; n < 2; n++)
+            for (int shift = 0; shift < 8; shift += 2)
+                for (int l = 0; l < 32; l++, i++) {
+                    all[i] = (qs[32 * n + l] >> shift) & 3;
+                    if (t == TY_Q3_K) all[i] -= (hm[l] >> (4 * n + shift / 2)) & 1 ? 0 : 4;
+                }
+        if (t == TY_Q2_K) {
+            const float d = f16_at(b + 80), dmin = f16_at(b + 82);
+            uv->s0 = d * (float)(b[2 * j] & 15);
+            uv->m0 = -(dmin * (float)(b[2 * j] >> 4));
+            uv->s1 = d * (float)(b[2 * j + 1] & 15);
+            uv->m1 = -(dmin * (float)(b[2 * j + 1] >> 4));
+        } else {
+            const uint8_t *sc = b + 96;
+            const float d = f16_at(b + 108);
+            for (int h = 0; h < 2; h++) {
+                const int k = 2 * j + h;
+                const int v = (((sc[k % 8] >> (4 * (k / 8))) & 15) | (((sc[8 + k % 4] >> (2 * (k / 4))) & 3) << 4)) - 32;
+                (h ? uv->s1 : uv->s0) = d * (float)v;
+            }
+        }
+    } else { // IQ4_XS
+        const uint8_t *b = row + (u / 8) * 136;
+        uint16_t sh;
+        memcpy(&sh, b + 2, 2);
+        const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4);
+        uv->s0 = f16_at(b) * (float)(ls - 32);
+        const uint8_t *qs = b + 8 + 16 * j;
+        for (int e = 0; e < 32; e++) q[e] = quant_iq4nl_values[e < 16 ? qs[e] & 15 : qs[e - 16] >> 4];
+        return;
     }
     for (int e = 0; e < 32; e++) q[e] = all[32 * j + e];
 }
@@ -125,6 +219,7 @@ static float model_dot(int t, const uint8_t *row, const float *x, int64_t n_cols
     const int64_t n_units = is_float_type(t) ? (n_cols + 7) / 8 : n_cols / 32;
     float *deq = (float *)malloc(sizeof(float) * (size_t)n_cols);
     if (is_float_type(t)) quant_dequantize_row_ref((ggml_type)t, row, deq, n_cols); // exact
+    const bool halves = has_halves(t), mins = has_min(t);
     for (int l = 0; l < 32; l++) {
         float acc = 0.0f;
         for (int64_t u = l; u < n_units; u += 32) {
@@ -133,20 +228,29 @@ static float model_dot(int t, const uint8_t *row, const float *x, int64_t n_cols
                     acc = fmaf(c < n_cols ? deq[c] : 0.0f, c < n_cols ? x[c] : 0.0f, acc);
                 continue;
             }
-            int q[32];
-            float s0, s1, p0 = 0.0f, p1 = 0.0f, sx = 0.0f;
-            unit_ints(t, row, u, q, &s0, &s1);
+            unit_vals uv;
+            float p0 = 0.0f, p1 = 0.0f, sx = 0.0f;
+            unit_ints(t, row, u, &uv);
             const float *xu = x + 32 * u;
             for (int e = 0; e < 32; e++) {
-                if (t == TY_Q6_K && e >= 16)
-                    p1 = fmaf((float)q[e], xu[e], p1);
+                if (halves && e >= 16)
+                    p1 = fmaf((float)uv.q[e], xu[e], p1);
                 else
-                    p0 = fmaf((float)q[e], xu[e], p0);
+                    p0 = fmaf((float)uv.q[e], xu[e], p0);
                 sx += xu[e];
+                if (halves && e == 15) { // the first half folded (and its min, its sum of x restarting)
+                    acc = fmaf(uv.s0, p0, acc);
+                    if (mins) acc = fmaf(uv.m0, sx, acc);
+                    sx = 0.0f;
+                }
             }
-            acc = fmaf(s0, p0, acc);
-            if (t == TY_Q6_K) acc = fmaf(s1, p1, acc);
-            if (t == TY_Q4_K) acc = fmaf(s1, sx, acc);
+            if (!halves) {
+                acc = fmaf(uv.s0, p0, acc);
+                if (mins) acc = fmaf(uv.m0, sx, acc);
+            } else {
+                acc = fmaf(uv.s1, p1, acc);
+                if (mins) acc = fmaf(uv.m1, sx, acc);
+            }
         }
         v[l] = acc;
     }
@@ -271,17 +375,30 @@ static void test_float_types(void) {
 }
 
 static void test_block_types(void) {
-    for (int t : {TY_Q8_0, TY_Q4_0, TY_Q5_0}) {
+    for (int t : {TY_Q8_0, TY_Q4_0, TY_Q5_0, TY_Q4_1, TY_IQ4_NL, TY_Q5_1}) {
         check_type_shape(t, 37, 320, 21 + (uint64_t)t);  // 10 blocks: lanes without a unit
         check_type_shape(t, 70, 1088, 22 + (uint64_t)t); // 34 blocks: lanes with two
+    }
+    for (int t : {TY_Q4_1, TY_IQ4_NL, TY_Q5_1}) check_type_shape(t, 45, 512, 23 + (uint64_t)t);
+}
+
+// inferd's group types (--quantize): a scale (and minimum) per 64 or 128 elements, shared
+// by 2 or 4 units: groups split across lanes, one group per row, 8 to 36 of them.
+static void test_int_group_types(void) {
+    for (int t : {TY_I4_G128, TY_I4_G64, TY_I8_G128, TY_I8_G64}) {
+        check_type_shape(t, 37, 256, 25 + (uint64_t)t);
+        check_type_shape(t, 45, 512, 26 + (uint64_t)t);
+        check_type_shape(t, 70, 1152, 27 + (uint64_t)t); // 36 units: lanes with two
+        check_type_shape(t, 3, 128, 28 + (uint64_t)t, 9); // one group per row, 3 rows
     }
 }
 
 static void test_k_types(void) {
-    for (int t : {TY_Q4_K, TY_Q6_K}) {
+    for (int t : {TY_Q4_K, TY_Q6_K, TY_Q5_K, TY_IQ4_XS, TY_Q3_K, TY_Q2_K}) {
         check_type_shape(t, 37, 256, 31 + (uint64_t)t);
         check_type_shape(t, 70, 1280, 32 + (uint64_t)t); // 40 sub-blocks
     }
+    for (int t : {TY_Q5_K, TY_IQ4_XS, TY_Q3_K, TY_Q2_K}) check_type_shape(t, 45, 512, 33 + (uint64_t)t);
 }
 
 // Long rows (the decode loop's unrolled body and its remainder on a GPU: n_units not a
@@ -294,7 +411,7 @@ static void test_long_rows(void) {
 // each matrix the bits k_matmul gives it.
 static void test_group(void) {
     for (int t : ALL_TYPES) {
-        const int64_t n_cols = t == TY_Q4_K || t == TY_Q6_K ? 512 : 352;
+        const int64_t n_cols = is_super_type(t) || quant_traits_of((ggml_type)t)->block_size > 32 ? 512 : 352;
         const int64_t heights[3] = {37, 16, 70};
         const int32_t n_tok[2] = {1, 11};
         dev_mat m[3];
@@ -335,7 +452,10 @@ static void test_group(void) {
 
 // Bad arguments are DEV_ERR with nothing launched, never a crash.
 static void test_bad_args(void) {
-    CHECK(k_matmul_prepared_bytes(TY_Q4_1, 16, 256) == 0);
+    CHECK(k_matmul_prepared_bytes(TY_IQ2_XXS, 16, 256) == 0); // a type without kernels
+    CHECK(k_matmul_prepared_bytes(TY_I8_G128, 16, 64) == 0); // not a whole group
+    CHECK(k_matmul_prepared_bytes(TY_I4_G64, 16, 96) == 0);
+    CHECK(k_matmul_prepared_bytes(TY_Q2_K, 16, 128) == 0);
     CHECK(k_matmul_prepared_bytes(TY_Q8_0, 16, 100) == 0); // not a multiple of 32
     CHECK(k_matmul_prepared_bytes(TY_Q4_K, 16, 320) == 0); // not a multiple of 256
     CHECK(k_matmul_prepared_bytes(TY_F32, 0, 16) == 0);
@@ -343,7 +463,7 @@ static void test_bad_args(void) {
     CHECK(k_matmul_prepared_bytes(999, 16, 256) == 0);
     CHECK(k_matmul_scratch_bytes(512, 14336) == 0);
     uint8_t buf[64] = {0};
-    CHECK(k_matmul_prepare(buf, buf, TY_Q4_1, 1, 32) == DEV_ERR);
+    CHECK(k_matmul_prepare(buf, buf, TY_IQ2_XXS, 1, 256) == DEV_ERR);
     CHECK(k_matmul_prepare(NULL, buf, TY_F32, 1, 8) == DEV_ERR);
     CHECK(k_matmul_prepare(buf, NULL, TY_F32, 1, 8) == DEV_ERR);
 
@@ -359,7 +479,7 @@ static void test_bad_args(void) {
     CHECK(k_matmul(NULL, NULL, &m.w, dx, 1, NULL, 0) == DEV_ERR);
     CHECK(k_matmul(NULL, dout, NULL, dx, 1, NULL, 0) == DEV_ERR);
     k_wmat bad = m.w;
-    bad.type = TY_Q4_1;
+    bad.type = TY_IQ2_XXS;
     CHECK(k_matmul(NULL, dout, &bad, dx, 1, NULL, 0) == DEV_ERR);
     bad = m.w;
     bad.n_cols = 48;
@@ -460,7 +580,7 @@ static void test_gpu_timing(void) {
 }
 #endif
 
-TEST_MAIN(T(test_float_types), T(test_block_types), T(test_k_types), T(test_long_rows), T(test_group), T(test_bad_args)
+TEST_MAIN(T(test_float_types), T(test_block_types), T(test_int_group_types), T(test_k_types), T(test_long_rows), T(test_group), T(test_bad_args)
 #if !CT_EMULATED
               ,
           T(test_gpu_timing)

@@ -51,10 +51,23 @@ static_assert((int)K_F32 == (int)GGML_TYPE_F32 && (int)K_F16 == (int)GGML_TYPE_F
                   (int)K_Q8_0 == (int)GGML_TYPE_Q8_0 && (int)K_Q4_0 == (int)GGML_TYPE_Q4_0 && (int)K_Q5_0 == (int)GGML_TYPE_Q5_0 &&
                   (int)K_Q4_K == (int)GGML_TYPE_Q4_K && (int)K_Q6_K == (int)GGML_TYPE_Q6_K,
               "kernels/ktypes.h: GGUF type ids");
+static_assert((int)K_Q4_1 == (int)GGML_TYPE_Q4_1 && (int)K_Q5_1 == (int)GGML_TYPE_Q5_1 && (int)K_Q2_K == (int)GGML_TYPE_Q2_K &&
+                  (int)K_Q3_K == (int)GGML_TYPE_Q3_K && (int)K_Q5_K == (int)GGML_TYPE_Q5_K &&
+                  (int)K_IQ4_NL == (int)GGML_TYPE_IQ4_NL && (int)K_IQ4_XS == (int)GGML_TYPE_IQ4_XS &&
+                  (int)K_I8_G64 == (int)IFD_TYPE_I8_G64 && (int)K_I8_G128 == (int)IFD_TYPE_I8_G128 &&
+                  (int)K_I4_G64 == (int)IFD_TYPE_I4_G64 && (int)K_I4_G128 == (int)IFD_TYPE_I4_G128,
+              "kernels/ktypes.h: the newer type ids");
 static_assert(K_Q8_0_BYTES == sizeof(block_q8_0) && K_Q4_0_BYTES == sizeof(block_q4_0) &&
                   K_Q5_0_BYTES == sizeof(block_q5_0) && K_Q4_K_BYTES == sizeof(block_q4_K) &&
                   K_Q6_K_BYTES == sizeof(block_q6_K) && K_QK_K == QK_K && K_QK8_0 == QK8_0,
               "kernels/ktypes.h: block layouts");
+static_assert(K_Q4_1_BYTES == sizeof(block_q4_1) && K_Q5_1_BYTES == sizeof(block_q5_1) &&
+                  K_IQ4_NL_BYTES == sizeof(block_iq4_nl) && K_Q2_K_BYTES == sizeof(block_q2_K) &&
+                  K_Q3_K_BYTES == sizeof(block_q3_K) && K_Q5_K_BYTES == sizeof(block_q5_K) &&
+                  K_IQ4_XS_BYTES == sizeof(block_iq4_xs) && K_I8_G64_BYTES == sizeof(block_i8_g64) &&
+                  K_I8_G128_BYTES == sizeof(block_i8_g128) && K_I4_G64_BYTES == sizeof(block_i4_g64) &&
+                  K_I4_G128_BYTES == sizeof(block_i4_g128),
+              "kernels/ktypes.h: the newer block layouts");
 static_assert((int)K_ROPE_NORM == (int)ROPE_NORM && (int)K_ROPE_NEOX == (int)ROPE_NEOX, "rope layouts");
 
 #if defined(IFD_SIMT_EMU)
@@ -660,16 +673,20 @@ static void plan_bytes(const model *m, const backend_config *cfg, size_t *weight
     *acts = a;
 }
 
-/* The weight types kernels/ has matmul and embedding kernels for. The CPU backend
- * computes more (quant.h's traits: Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS by
- * reference kernels); a model holding one of those fails create here, by name, before
- * anything is allocated. */
+/* The weight types kernels/ has matmul (k_matmul) and embedding (k_embed) kernels for:
+ * every type quant.h's traits compute with, GGUF's and inferd's own --quantize group
+ * types. A model holding another fails create here, by name, before anything is
+ * allocated; the error lists this table, so it stays the one place to extend. */
+static const ggml_type CUDA_TYPES[] = {
+    GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,   GGML_TYPE_Q4_0,    GGML_TYPE_Q4_1,
+    GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,   GGML_TYPE_Q4_K,    GGML_TYPE_Q5_K,
+    GGML_TYPE_Q6_K, GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, IFD_TYPE_I8_G64, IFD_TYPE_I8_G128, IFD_TYPE_I4_G64,
+    IFD_TYPE_I4_G128,
+};
 static bool type_has_kernels(ggml_type t) {
-    switch ((int)t) {
-    case K_F32: case K_F16: case K_BF16: case K_Q8_0: case K_Q4_0: case K_Q5_0: case K_Q4_K: case K_Q6_K:
-        return true;
-    default: return false;
-    }
+    for (size_t i = 0; i < IFD_ARRAY_LEN(CUDA_TYPES); i++)
+        if (CUDA_TYPES[i] == t) return true;
+    return false;
 }
 
 static int check_types(const model *m, char *err, size_t err_bytes) {
@@ -695,10 +712,18 @@ static int check_types(const model *m, char *err, size_t err_bytes) {
     }
     if (!bad) return IFD_OK;
     const ggml_type_info *ti = ggml_type_get((uint32_t)bad->type);
+    char list[256] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < IFD_ARRAY_LEN(CUDA_TYPES) && at < sizeof list; i++) {
+        const ggml_type_info *ci = ggml_type_get((uint32_t)CUDA_TYPES[i]);
+        const int k = snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", ci ? ci->name : "?");
+        if (k < 0) break;
+        at += (size_t)k;
+    }
     return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED,
                     "%s backend: tensor '%s' has type %s, which has no CUDA kernels (the %s backend computes "
-                    "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K and Q6_K; use --device cpu for this model)",
-                    IFD_CUDA_KIND, name, ti ? ti->name : "?", IFD_CUDA_KIND);
+                    "%s; use --device cpu for this model)",
+                    IFD_CUDA_KIND, name, ti ? ti->name : "?", IFD_CUDA_KIND, list);
 }
 
 /* KV budget: total x utilization, less what other processes use now, the weights and
