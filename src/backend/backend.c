@@ -50,6 +50,8 @@ int backend_create(backend **out, backend_kind kind, const model *m, const backe
     const backend_kind k = backend_resolve_kind(kind);
     char device[256] = "";
     int rc;
+    if (cfg->observe && k != BACKEND_CPU)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "backend: an observer needs the CPU backend");
     switch (k) {
     case BACKEND_CPU:
         rc = backend_cpu_create(out, m, cfg, err, err_bytes);

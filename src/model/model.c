@@ -5,6 +5,7 @@
  * trust the views. Small 1-D tensors (norms, biases, rope factors) are converted to f32
  * once. Runs once at startup on the loading thread. */
 #include "model.h"
+#include "model_awq.h"
 
 #include <math.h>
 #include <string.h>
@@ -294,6 +295,7 @@ void model_destroy(model *m) {
     free(m->layers);
     free(m->vec_pool);
     free(m->synth_weights);
+    model_awq_free(m);
     gguf_close(&m->gguf);
     free(m);
 }

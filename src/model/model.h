@@ -94,6 +94,7 @@ typedef struct model {
     float *vec_pool;
     void *synth_weights; /* private: the matrices of a model built in memory (model_random.c) */
     size_t weight_bytes; /* bytes of all weight tensors in the file */
+    void *awq;           /* private: the f32 copies of model_awq_apply (model_awq.c) */
 } model;
 
 /* Map the file, read the hyper-parameters, bind the weights, copy the chat template
