@@ -25,7 +25,6 @@ int model_calib_init(model_calib *c, const model *m, int32_t sample_rows, int64_
     memset(c, 0, sizeof *c);
     c->m = m;
     c->n_layers = m->hp.n_layers;
-    c->clip = true;
     const size_t n_in = (size_t)c->n_layers * CALIB_N;
     c->in = calloc(n_in, sizeof *c->in);
     c->alpha = malloc(n_in * sizeof *c->alpha);
@@ -166,7 +165,7 @@ static int to_f32(model *m, wmat *w) {
 
 /* ---- the search ------------------------------------------------------------------------ */
 
-#define AWQ_GRID 11        /* alpha = 0, 0.1, ..., 1 */
+#define AWQ_GRID 21        /* alpha = 0, 0.05, ..., 1 */
 #define AWQ_SEARCH_ROWS 256 /* rows of each matrix the search's error estimate reads */
 
 typedef struct search_job {
@@ -271,70 +270,6 @@ static void scale_rows(wmat *w, const float *s) {
         for (int64_t k = 0; k < w->n_cols; k++) f[(size_t)r * (size_t)w->n_cols + (size_t)k] /= s[r];
 }
 
-/* ---- the clipping search ----------------------------------------------------------------
- * Per quantization block of each row: shrink the block's range (towards its midpoint for
- * a type with a minimum, towards 0 for a symmetric one) by r in {1, 0.95, ..., 0.75} and
- * clamp the weights to it when that lowers sum_k wgt_k (Q(w)_k - w_k)^2 (wgt: the
- * input's E[x^2], divided by s^2 where the input is scaled). */
-#define CLIP_GRID 6
-
-typedef struct clip_job {
-    const quant_traits *qt;
-    wmat *w;
-    const float *wgt; /* [K] */
-    int32_t rows_per_task;
-    float *scratch;   /* [threads][3 * block] */
-    uint8_t *qbuf;    /* [threads][block bytes] */
-} clip_job;
-
-static void clip_task(void *ctx, int32_t task, int32_t n_tasks, int32_t thread) {
-    (void)n_tasks;
-    clip_job *j = ctx;
-    const int64_t K = j->w->n_cols, B = j->qt->block_size;
-    float *cand = j->scratch + (size_t)thread * 3 * (size_t)B, *deq = cand + B, *best = deq + B;
-    uint8_t *q = j->qbuf + (size_t)thread * j->qt->block_bytes;
-    const int64_t r0 = (int64_t)task * j->rows_per_task;
-    const int64_t r1 = r0 + j->rows_per_task < j->w->n_rows ? r0 + j->rows_per_task : j->w->n_rows;
-    for (int64_t r = r0; r < r1; r++) {
-        float *wr = (float *)j->w->data + (size_t)r * (size_t)K;
-        for (int64_t b0 = 0; b0 < K; b0 += B) {
-            float *x = wr + b0;
-            const float *g = j->wgt + b0;
-            float mn = x[0], mx = x[0];
-            for (int64_t k = 1; k < B; k++) mn = fminf(mn, x[k]), mx = fmaxf(mx, x[k]);
-            const float mid = j->qt->q_min ? 0.5f * (mn + mx) : 0.0f;
-            double best_e = INFINITY;
-            for (int c = 0; c < CLIP_GRID; c++) {
-                const float ratio = 1.0f - 0.05f * (float)c;
-                const float lo = mid + (mn - mid) * ratio, hi = mid + (mx - mid) * ratio;
-                const float alo = j->qt->q_min ? lo : -fmaxf(fabsf(mn), fabsf(mx)) * ratio;
-                const float ahi = j->qt->q_min ? hi : -alo;
-                for (int64_t k = 0; k < B; k++) cand[k] = fminf(fmaxf(x[k], alo), ahi);
-                j->qt->quantize_row(cand, q, B);
-                j->qt->dequantize_row(q, deq, B);
-                double e = 0;
-                for (int64_t k = 0; k < B; k++) e += (double)(deq[k] - x[k]) * (deq[k] - x[k]) * g[k];
-                if (e < best_e) best_e = e, memcpy(best, cand, (size_t)B * sizeof(float));
-            }
-            memcpy(x, best, (size_t)B * sizeof(float));
-        }
-    }
-}
-
-static int clip_matrix(tp *pool, const quant_traits *qt, wmat *w, const float *wgt) {
-    const int nt = tp_n_threads(pool);
-    clip_job j = {.qt = qt, .w = w, .wgt = wgt, .rows_per_task = 16};
-    j.scratch = malloc((size_t)nt * 3 * qt->block_size * sizeof(float));
-    j.qbuf = malloc((size_t)nt * qt->block_bytes);
-    if (!j.scratch || !j.qbuf) {
-        free(j.scratch), free(j.qbuf);
-        return IFD_ERR_NOMEM;
-    }
-    tp_run(pool, clip_task, &j, (int32_t)((w->n_rows + j.rows_per_task - 1) / j.rows_per_task));
-    free(j.scratch), free(j.qbuf);
-    return IFD_OK;
-}
-
 /* One input: means, the search, and the store of the chosen scales in c. */
 static int scale_input(tp *pool, const quant_traits *qt, model_calib *c, uint32_t l, int which,
                        wmat *const *mats, int n_mats, int64_t K, const int32_t *kv_map, int32_t kv_n,
@@ -371,17 +306,6 @@ static int scale_input(tp *pool, const quant_traits *qt, model_calib *c, uint32_
         return IFD_ERR_NOMEM;
     }
     for (int i = 0; i < n_mats; i++) scale_cols(mats[i], s);
-    if (c->clip) { /* the clip search sees the scaled weights and inputs */
-        float *wgt = malloc((size_t)K * sizeof(float));
-        int rc = wgt ? IFD_OK : IFD_ERR_NOMEM;
-        for (int64_t k = 0; wgt && k < K; k++) wgt[k] = (float)(ms[k] / ((double)s[k] * s[k]));
-        for (int i = 0; i < n_mats && rc == IFD_OK; i++) rc = clip_matrix(pool, qt, mats[i], wgt);
-        free(wgt);
-        if (rc != IFD_OK) {
-            free(s), free(skv), free(ms);
-            return rc;
-        }
-    }
     free(ms);
     free(c->scale[l * CALIB_N + (uint32_t)which]);
     c->scale[l * CALIB_N + (uint32_t)which] = s;

@@ -9,16 +9,15 @@
  *
  * Scaling: for a matrix W fed by x, W x = (W diag(s)) (x / s) for any positive s. AWQ
  * picks s per input channel so the channels that carry large activations keep more
- * precision after quantization: s = mean|x|^alpha, alpha chosen on a grid per input by
- * the activation-weighted quantization error sum_k E[x_k^2] (Q(W s)_k / s_k - W_k)^2
- * (the diagonal of the exact output error; alpha 0 is plain round-to-nearest, so the
- * chosen scales never do worse by this measure). The 1/s goes where the input is made:
+ * precision after quantization: s = mean|x|^alpha, alpha on a grid (0, 0.05, .., 1) per input
+ * chosen by the output error on the sampled input rows X, ||(Q(W s) / s - W) X||^2 over a
+ * sample of W's rows (alpha 0 is plain round-to-nearest, so the chosen scales never do
+ * worse by this measure). The 1/s goes where the input is made:
  * the RMSNorm weight (q/k/v, gate/up), the V rows (o: one s per KV channel, shared by
  * the query heads of its group), the up rows (down). The scaled model computes the same
- * function as the original (up to f32 rounding) before it is quantized. Then (clip)
- * each quantization block's range may shrink (r = 1 .. 0.75) when clamping its outliers
- * lowers the activation-weighted error of the block: a change of the function, by
- * design, chosen to lower the quantized model's error.
+ * function as the original (up to f32 rounding) before it is quantized. (AWQ's second
+ * step, a clipping range per block, was tried with the diagonal error weighting: lower
+ * matrix errors, higher perplexity on held-out text, so it is not done.)
  *
  * Not thread-safe on one model; uses its own worker threads. */
 #ifndef INFERD_MODEL_AWQ_H
@@ -50,8 +49,6 @@ typedef struct model_calib {
      * scales applied (NULL where none), so the error report sees the scaled inputs */
     float *alpha;      /* [n_layers][CALIB_N] */
     float **scale;     /* [n_layers][CALIB_N] -> [n] */
-    bool clip;         /* model_awq_apply also searches a clipping range per block
-                        * (model_calib_init sets it) */
 } model_calib;
 
 /* sample_rows: rows kept per input; expected_rows: about how many token rows the pass

@@ -3,7 +3,7 @@
  *  - the observer sees every linear input once per token (row counts, widths);
  *  - scaling alone (no quantization) leaves the model's function unchanged: logits of a
  *    prompt within 2e-4 relative of the original (only f32 rounding of w * s and x / s);
- *  - the alphas are on the grid, and some input gets alpha > 0 on real text;
+ *  - the alphas are on the grid (steps of 0.05), and some input gets alpha > 0;
  *  - quantized to INT4-g128, the output error on the sampled rows summed over every
  *    matrix is lower with the scales than without (plain round-to-nearest). */
 #include <math.h>
@@ -93,7 +93,6 @@ static void test_awq(void) {
     const int32_t prompt[12] = {1, 45, 300, 17, 900, 22, 5, 611, 80, 3, 400, 29};
     CHECK((int32_t)m->hp.n_vocab <= 1024);
     CHECK(last_logits(m, prompt, 12, before) == IFD_OK);
-    c.clip = false; /* scales only: the same function */
     CHECK(model_awq_apply(m, &c, qt, NULL, 2, err, sizeof err) == IFD_OK);
     CHECK(m->layers[0].wq.type == GGML_TYPE_F32 && m->layers[L - 1].w_down.type == GGML_TYPE_F32);
     CHECK(last_logits(m, prompt, 12, after) == IFD_OK);
@@ -107,7 +106,7 @@ static void test_awq(void) {
     int positive = 0;
     for (uint32_t i = 0; i < L * CALIB_N; i++) {
         const float a = c.alpha[i];
-        CHECKF(a >= 0 && a <= 1 && fabsf(a * 10 - roundf(a * 10)) < 1e-4f, "alpha %g", (double)a);
+        CHECKF(a >= 0 && a <= 1 && fabsf(a * 20 - roundf(a * 20)) < 1e-4f, "alpha %g", (double)a);
         positive += a > 0;
         CHECK(c.scale[i] != NULL);
     }
@@ -125,23 +124,11 @@ static void test_awq(void) {
     model_awq_trim(m); /* every copy is still in use */
     CHECK(m->layers[0].wq.type == GGML_TYPE_F32);
 
-    /* with the clipping search (a fresh model, the same statistics): lower still */
+    /* a kept layer stays as loaded */
     model *m2 = NULL;
     snprintf(path, sizeof path, "%s/models/shakespeare-target.gguf", INFERD_SHARED_DIR);
     CHECK(model_load(&m2, path, err, sizeof err) == IFD_OK);
     if (m2) {
-        c.m = m2;
-        c.clip = true;
-        double *clip = malloc(L * QM_N * sizeof(double)), s_clip = 0;
-        CHECK(model_awq_apply(m2, &c, qt, NULL, 2, err, sizeof err) == IFD_OK);
-        CHECK(model_quant_errors(m2, &c, qt, 2, clip) == IFD_OK);
-        for (uint32_t i = 0; i < L * QM_N; i++) s_clip += clip[i] * clip[i];
-        printf("# with clipping: %.5f\n", sqrt(s_clip / (L * QM_N)));
-        CHECKF(s_clip < s_awq, "clip %g >= awq %g", s_clip, s_awq);
-        /* a kept layer stays as loaded */
-        model_destroy(m2);
-        m2 = NULL;
-        CHECK(model_load(&m2, path, err, sizeof err) == IFD_OK);
         bool keep[64] = {false};
         keep[1] = true;
         c.m = m2;
@@ -152,7 +139,6 @@ static void test_awq(void) {
         CHECK(!(p0 >= lo && p0 < hi)); /* layer 0: a scaled copy */
         CHECK(c.alpha[1 * CALIB_N] == -1.0f && c.scale[1 * CALIB_N + CALIB_FFN_OUT] == NULL);
         CHECK(c.alpha[0] >= 0.0f && c.scale[0] != NULL);
-        free(clip);
         model_destroy(m2);
     }
 
