@@ -166,14 +166,15 @@ static int to_f32(model *m, wmat *w) {
 /* ---- the search ------------------------------------------------------------------------ */
 
 #define AWQ_GRID 21        /* alpha = 0, 0.05, ..., 1 */
-#define AWQ_SEARCH_ROWS 256 /* rows of each matrix the search's error estimate reads */
+#define AWQ_SEARCH_ROWS 128 /* rows of each matrix the search's error estimate reads */
+#define AWQ_MAX_X 64        /* sampled input rows it reads */
 
 typedef struct search_job {
     const quant_traits *qt;
     const wmat *const *mats;
     int n_mats;
     const double *mean_abs, *mean_sq; /* [K] */
-    const float *x;                   /* [n_x][K] sampled input rows, or NULL */
+    const float *xT;                  /* [K][n_x] sampled input rows, transposed, or NULL */
     int32_t n_x;
     int64_t K;
     double loss[AWQ_GRID];
@@ -214,13 +215,14 @@ static void search_task(void *ctx, int32_t task, int32_t n_tasks, int32_t thread
             j->qt->quantize_row(row, q, K);
             j->qt->dequantize_row(q, deq, K);
             for (int64_t k = 0; k < K; k++) deq[k] = deq[k] / s[k] - wr[k];
-            if (j->x) {
-                for (int32_t t = 0; t < j->n_x; t++) {
-                    const float *xt = j->x + (size_t)t * (size_t)K;
-                    float e = 0;
-                    for (int64_t k = 0; k < K; k++) e += deq[k] * xt[k];
-                    loss += (double)e * e;
+            if (j->xT) { /* e_t = d . x_t for every t at once (a loop over t vectorises) */
+                float e[AWQ_MAX_X] = {0};
+                const int32_t nx = j->n_x;
+                for (int64_t k = 0; k < K; k++) {
+                    const float dk = deq[k], *xk = j->xT + (size_t)k * (size_t)nx;
+                    for (int32_t t = 0; t < nx; t++) e[t] += dk * xk[t];
                 }
+                for (int32_t t = 0; t < nx; t++) loss += (double)e[t] * e[t];
             } else {
                 for (int64_t k = 0; k < K; k++) loss += (double)deq[k] * deq[k] * j->mean_sq[k];
             }
@@ -235,19 +237,32 @@ static float search_alpha(tp *pool, const quant_traits *qt, const wmat *const *m
                           const double *mean_abs, const double *mean_sq, const calib_input *in,
                           int64_t K, float *s, bool *ok) {
     search_job j = {.qt = qt, .mats = mats, .n_mats = n_mats, .mean_abs = mean_abs,
-                    .mean_sq = mean_sq, .x = in->n_rows >= 8 ? in->rows : NULL, .n_x = in->n_rows,
-                    .K = K};
+                    .mean_sq = mean_sq, .K = K};
     const int nt = tp_n_threads(pool);
+    float *xT = NULL;
+    if (in->n_rows >= 8) {
+        j.n_x = in->n_rows < AWQ_MAX_X ? in->n_rows : AWQ_MAX_X;
+        xT = malloc((size_t)K * (size_t)j.n_x * sizeof(float));
+        if (!xT) {
+            *ok = false;
+            return 0.0f;
+        }
+        for (int32_t t = 0; t < j.n_x; t++)
+            for (int64_t k = 0; k < K; k++) xT[(size_t)k * (size_t)j.n_x + (size_t)t] = in->rows[(size_t)t * (size_t)K + (size_t)k];
+        j.xT = xT;
+    }
     j.qrow = quant_row_bytes(qt->type, K);
     j.scratch = malloc((size_t)nt * 3 * (size_t)K * sizeof(float));
     j.qbuf = malloc((size_t)nt * j.qrow);
     if (!j.scratch || !j.qbuf) {
         free(j.scratch);
         free(j.qbuf);
+        free(xT);
         *ok = false;
         return 0.0f;
     }
     tp_run(pool, search_task, &j, AWQ_GRID);
+    free(xT);
     int best = 0;
     for (int i = 1; i < AWQ_GRID; i++)
         if (j.loss[i] < j.loss[best]) best = i;
@@ -395,6 +410,8 @@ static int input_of(int i) {
                                                                                  : CALIB_FFN_IN;
 }
 
+#define ERR_MAX_X 64 /* sampled input rows the error reads */
+
 static void err_task(void *ctx, int32_t task, int32_t n_tasks, int32_t thread) {
     (void)n_tasks, (void)thread;
     err_job *j = ctx;
@@ -404,34 +421,36 @@ static void err_task(void *ctx, int32_t task, int32_t n_tasks, int32_t thread) {
     const calib_input *in = &j->c->in[l * CALIB_N + (uint32_t)input_of(i)];
     const float *s = j->c->scale[l * CALIB_N + (uint32_t)input_of(i)];
     const int64_t K = w->n_cols;
+    const int32_t nx = in->n_rows < ERR_MAX_X ? in->n_rows : ERR_MAX_X;
     j->rel[task] = -1;
-    if (!quant_type_supported(w->type) || K % j->qt->block_size || in->n_rows == 0 || K != in->n) return;
+    if (!quant_type_supported(w->type) || K % j->qt->block_size || nx == 0 || K != in->n) return;
     float *wf = malloc((size_t)K * sizeof(float)), *wq = malloc((size_t)K * sizeof(float));
-    float *x = malloc((size_t)in->n_rows * (size_t)K * sizeof(float));
+    float *xT = malloc((size_t)nx * (size_t)K * sizeof(float));
     uint8_t *q = malloc(quant_row_bytes(j->qt->type, K));
-    if (!wf || !wq || !x || !q) {
-        free(wf), free(wq), free(x), free(q);
+    if (!wf || !wq || !xT || !q) {
+        free(wf), free(wq), free(xT), free(q);
         return;
     }
-    /* the inputs the current weights see: divided by the scales folded into them */
-    for (int32_t r = 0; r < in->n_rows; r++)
+    /* the inputs the current weights see (divided by the scales folded into them),
+     * transposed so that one row's outputs for every input row come out of one loop */
+    for (int32_t t = 0; t < nx; t++)
         for (int64_t k = 0; k < K; k++)
-            x[(size_t)r * (size_t)K + (size_t)k] = in->rows[(size_t)r * (size_t)K + (size_t)k] / (s ? s[k] : 1.0f);
+            xT[(size_t)k * (size_t)nx + (size_t)t] = in->rows[(size_t)t * (size_t)K + (size_t)k] / (s ? s[k] : 1.0f);
     double e2 = 0, y2 = 0;
     const uint8_t *base = w->data;
     for (int64_t r = 0; r < w->n_rows; r++) {
         quant_dequantize_row_ref(w->type, base + (size_t)r * w->row_bytes, wf, K);
         j->qt->quantize_row(wf, q, K);
         j->qt->dequantize_row(q, wq, K);
-        for (int32_t t = 0; t < in->n_rows; t++) {
-            const float *xt = x + (size_t)t * (size_t)K;
-            double y = 0, yq = 0;
-            for (int64_t k = 0; k < K; k++) y += (double)wf[k] * xt[k], yq += (double)wq[k] * xt[k];
-            e2 += (yq - y) * (yq - y), y2 += y * y;
+        float y[ERR_MAX_X] = {0}, e[ERR_MAX_X] = {0};
+        for (int64_t k = 0; k < K; k++) {
+            const float wk = wf[k], dk = wq[k] - wf[k], *xk = xT + (size_t)k * (size_t)nx;
+            for (int32_t t = 0; t < nx; t++) y[t] += wk * xk[t], e[t] += dk * xk[t];
         }
+        for (int32_t t = 0; t < nx; t++) e2 += (double)e[t] * e[t], y2 += (double)y[t] * y[t];
     }
     j->rel[task] = y2 > 0 ? sqrt(e2 / y2) : 0.0;
-    free(wf), free(wq), free(x), free(q);
+    free(wf), free(wq), free(xT), free(q);
 }
 
 int model_quant_errors(const model *m, const model_calib *c, ggml_type qtype, int n_threads,
