@@ -17,7 +17,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "../model/model_quant.h"
 #include "../util/common.h"
+#include "../util/log.h"
 #include "engine_internal.h"
 #include "logprobs.h"
 
@@ -563,6 +565,73 @@ static size_t detok_piece_cap(const tokenizer *t) {
     return 3 * longest + 16;
 }
 
+/* --quantize on load: the model's linear weights converted before the backend
+ * prepares (and repacks) them */
+static int quantize_on_load(model *m, const inferd_engine_options *o, char *err, size_t err_bytes) {
+    if (o->calibration_file)
+        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED,
+                        "--calibration %s: AWQ calibration is not available in this build",
+                        o->calibration_file);
+    if (o->quantize_bits == 0) {
+        if (o->quantize_keep_layers || o->quantize_lm_head)
+            return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                            "--quantize-keep-layers / --quantize-lm-head need --quantize int8|int4");
+        return IFD_OK;
+    }
+    bool *keep = calloc(m->hp.n_layers, sizeof *keep);
+    if (!keep) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
+    int rc = model_quant_parse_layers(o->quantize_keep_layers, m->hp.n_layers, keep, err, err_bytes);
+    if (rc == IFD_OK) {
+        const model_quant_opts qo = {.bits = o->quantize_bits,
+                                     .group_size = o->quantize_group_size ? o->quantize_group_size : 128,
+                                     .lm_head = o->quantize_lm_head,
+                                     .keep = keep,
+                                     .n_threads = o->n_threads};
+        const double t0 = ifd_now_s();
+        rc = model_quantize(m, &qo, err, err_bytes);
+        if (rc == IFD_OK) {
+            char f[256];
+            const ggml_type_info *ti = ggml_type_get((uint32_t)m->quant_type);
+            snprintf(f, sizeof f,
+                     "\"type\":\"%s\",\"matrices\":%u,\"skipped\":%u,\"seconds\":%.3f",
+                     m->n_quantized && ti ? ti->name : "none", m->n_quantized, m->n_quant_skipped,
+                     ifd_now_s() - t0);
+            char msg[160];
+            snprintf(msg, sizeof msg, "quantize: %u matrices to %s int%d g%d, %u left as they are",
+                     m->n_quantized, m->n_quantized && ti ? ti->name : "none", o->quantize_bits,
+                     qo.group_size, m->n_quant_skipped);
+            slog_fields("info", msg, f);
+        }
+    }
+    free(keep);
+    return rc;
+}
+
+/* Startup log: resident weight bytes by type (before -> after a quantization) and the
+ * KV cache's bytes per token. */
+static void log_weights(const model *m, const size_t *before, size_t kv_per_token) {
+    size_t after[GGML_TYPE_COUNT_];
+    model_weight_bytes_by_type(m, after);
+    char text[512], msg[640];
+    model_weight_bytes_str(before, after, text, sizeof text);
+    snprintf(msg, sizeof msg, "weights: %s; KV cache %zu bytes per token", text, kv_per_token);
+    char f[1024];
+    size_t k = 0, total = 0;
+    k += (size_t)snprintf(f + k, sizeof f - k, "\"weight_bytes_by_type\":{");
+    bool first = true;
+    for (int t = 0; t < GGML_TYPE_COUNT_ && k < sizeof f; t++)
+        if (after[t]) {
+            k += (size_t)snprintf(f + k, sizeof f - k, "%s\"%s\":%zu", first ? "" : ",",
+                                  ggml_type_get((uint32_t)t)->name, after[t]);
+            total += after[t];
+            first = false;
+        }
+    if (k < sizeof f)
+        snprintf(f + k, sizeof f - k, "},\"weight_bytes\":%zu,\"kv_bytes_per_token\":%zu", total,
+                 kv_per_token);
+    slog_fields("info", msg, f);
+}
+
 int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, char *err,
                          size_t err_bytes) {
     *out = NULL;
@@ -597,6 +666,9 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                                      o->random_seed, o->n_threads, err, err_bytes)
                  : model_load(&e->m, o->model_path, err, err_bytes);
     if (rc) goto fail;
+    size_t wbytes_before[GGML_TYPE_COUNT_];
+    model_weight_bytes_by_type(e->m, wbytes_before);
+    if ((rc = quantize_on_load(e->m, o, err, err_bytes))) goto fail;
     e->n_vocab = (int32_t)e->m->hp.n_vocab;
     e->max_model_len = (int32_t)e->m->hp.n_ctx_train;
     if (o->max_model_len > 0) e->max_model_len = IFD_MIN(o->max_model_len, (int32_t)(1 << 24));
@@ -649,6 +721,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                      "of %lld bytes holds %lld blocks of %d tokens",
                      was, e->max_model_len, (long long)budget, (long long)n_blocks, bs);
     }
+    log_weights(e->m, wbytes_before, block_bytes / (size_t)bs);
     bc.n_blocks = (int32_t)n_blocks;
     bc.max_seq_len = e->max_model_len; /* after the clamp above */
     if ((rc = backend_create(&e->be, kind, e->m, &bc, err, err_bytes))) goto fail;

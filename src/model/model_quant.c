@@ -1,0 +1,323 @@
+/* model_quant.c — model_quantize and friends (model_quant.h): the linear weights of a
+ * loaded model converted in memory, row by row, on a thread pool.
+ *
+ * Each work unit is a range of rows of one matrix; a row is dequantized to f32 (F16 /
+ * BF16; F32 rows are read as they are) and quantized into its place in one buffer
+ * holding every converted matrix, so the bytes depend only on the weights, never on
+ * the thread count. What it does not: choose per-tensor types (one type for the whole
+ * selection), or touch embeddings and norms. Loading thread only. */
+#include "model_quant.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../util/common.h"
+#include "../util/threadpool.h"
+#include "quant.h"
+
+/* The matrices of one model in a fixed order: token_embd, output (NULL when tied),
+ * then per layer q k v o gate up down. Returns the count. */
+static size_t list_mats(model *m, wmat **out, uint32_t *layer_of) {
+    size_t n = 0;
+    out[n] = &m->tok_embd, layer_of[n++] = UINT32_MAX;
+    if (!m->hp.tied_embeddings) out[n] = &m->output, layer_of[n++] = UINT32_MAX;
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        layer_weights *w = &m->layers[l];
+        wmat *ws[] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
+        for (size_t i = 0; i < IFD_ARRAY_LEN(ws); i++) out[n] = ws[i], layer_of[n++] = l;
+    }
+    return n;
+}
+
+static size_t n_mats_of(const model *m) { return 2 + 7 * (size_t)m->hp.n_layers; }
+
+void model_weight_bytes_by_type(const model *m, size_t out[GGML_TYPE_COUNT_]) {
+    memset(out, 0, GGML_TYPE_COUNT_ * sizeof out[0]);
+    const size_t cap = n_mats_of(m);
+    wmat **mats = malloc(cap * sizeof *mats);
+    uint32_t *lay = malloc(cap * sizeof *lay);
+    if (mats && lay) {
+        const size_t n = list_mats((model *)m, mats, lay); /* read only */
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned)mats[i]->type < GGML_TYPE_COUNT_)
+                out[mats[i]->type] += mats[i]->row_bytes * (size_t)mats[i]->n_rows;
+    }
+    free(mats);
+    free(lay);
+}
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+/* the type holding the most bytes of v not yet listed (done[]), or -1 */
+static int next_biggest(const size_t *v, bool *done) {
+    int best = -1;
+    for (int t = 0; t < GGML_TYPE_COUNT_; t++)
+        if (v[t] && !done[t] && (best < 0 || v[t] > v[best])) best = t;
+    if (best >= 0) done[best] = true;
+    return best;
+}
+
+static const char *tname(int t) {
+    const ggml_type_info *ti = ggml_type_get((uint32_t)t);
+    return ti && ti->name ? ti->name : "?";
+}
+
+void model_weight_bytes_str(const size_t *before, const size_t *after, char *buf, size_t cap) {
+    size_t tb = 0, ta = 0;
+    bool differ = false;
+    for (int t = 0; t < GGML_TYPE_COUNT_; t++) {
+        ta += after[t];
+        if (before) tb += before[t], differ = differ || before[t] != after[t];
+    }
+    size_t k = 0;
+#define PUT(...) (k += (size_t)snprintf(buf + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__))
+    if (cap) buf[0] = 0;
+    if (differ) {
+        bool done[GGML_TYPE_COUNT_] = {false};
+        const int main_t = next_biggest(before, done);
+        PUT("%.2f MiB %s -> ", mib(tb), main_t >= 0 ? tname(main_t) : "?");
+    }
+    PUT("%.2f MiB (", mib(ta));
+    bool done[GGML_TYPE_COUNT_] = {false};
+    for (int t, i = 0; (t = next_biggest(after, done)) >= 0; i++)
+        PUT("%s%s %.2f MiB", i ? ", " : "", tname(t), mib(after[t]));
+    PUT(")");
+#undef PUT
+}
+
+int model_quant_parse_layers(const char *list, uint32_t n_layers, bool *keep, char *err,
+                             size_t err_bytes) {
+    memset(keep, 0, n_layers * sizeof *keep);
+    if (!list) return IFD_OK;
+    const char *p = list;
+    while (*p) {
+        char *end;
+        if (*p < '0' || *p > '9') goto bad;
+        unsigned long a = strtoul(p, &end, 10), b = a;
+        p = end;
+        if (*p == '-') {
+            p++;
+            if (*p < '0' || *p > '9') goto bad;
+            b = strtoul(p, &end, 10);
+            p = end;
+            if (b < a) goto bad;
+        }
+        if (b >= n_layers)
+            return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                            "--quantize-keep-layers '%s': layer %lu is out of range (the model "
+                            "has %u layers, 0-%u)",
+                            list, b, n_layers, n_layers - 1);
+        for (unsigned long l = a; l <= b; l++) keep[l] = true;
+        if (*p == ',') {
+            p++;
+            if (!*p) goto bad;
+        } else if (*p) {
+            goto bad;
+        }
+    }
+    return IFD_OK;
+bad:
+    return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                    "--quantize-keep-layers '%s': expected layers and ranges like 0,1,21 or "
+                    "0-3,21",
+                    list);
+}
+
+/* ---- the conversion ------------------------------------------------------------------- */
+
+typedef struct conv {
+    wmat src;        /* the original view */
+    uint8_t *dst;    /* its rows in the new buffer */
+    bool convert;    /* false: copied as it is (an in-memory model's buffer is freed) */
+} conv;
+
+typedef struct unit {
+    int32_t c;
+    int64_t r0, r1;
+} unit;
+
+typedef struct job {
+    conv *convs;
+    unit *units;
+    ggml_type to;
+    int bits, group;           /* 8 / 4 with the group: quant_quantize_row_int8/int4 */
+    void (*quantize_row)(const float *x, void *row, int64_t n); /* otherwise */
+    float *scratch;            /* [n_threads][max_cols] */
+    int64_t max_cols;
+} job;
+
+static void run_unit(void *ctx, int32_t task, int32_t n_tasks, int32_t thread) {
+    (void)n_tasks;
+    job *j = ctx;
+    const unit *u = &j->units[task];
+    const conv *c = &j->convs[u->c];
+    const size_t dst_row = quant_row_bytes(j->to, c->src.n_cols);
+    float *x = j->scratch + (size_t)thread * (size_t)j->max_cols;
+    for (int64_t r = u->r0; r < u->r1; r++) {
+        const uint8_t *src = (const uint8_t *)c->src.data + (size_t)r * c->src.row_bytes;
+        if (!c->convert) {
+            memcpy(c->dst + (size_t)r * c->src.row_bytes, src, c->src.row_bytes);
+            continue;
+        }
+        const float *row = x;
+        if (c->src.type == GGML_TYPE_F32)
+            row = (const float *)src; /* 4-byte aligned: GGUF data offsets are aligned */
+        else
+            quant_dequantize_row_ref(c->src.type, src, x, c->src.n_cols);
+        uint8_t *out = c->dst + (size_t)r * dst_row;
+        if (j->bits == 8)
+            quant_quantize_row_int8(row, out, c->src.n_cols, j->group);
+        else if (j->bits == 4)
+            quant_quantize_row_int4(row, out, c->src.n_cols, j->group);
+        else
+            j->quantize_row(row, out, c->src.n_cols);
+    }
+}
+
+static bool is_float_type(ggml_type t) {
+    return t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16;
+}
+
+/* Drop the resident pages of a mapped range (whole pages inside it only: neighbours may
+ * share the edge pages). The mapping is private and read-only, backed by the file. */
+static size_t release_pages(const gguf_file *f, const void *p, size_t n) {
+    const uint8_t *base = f->map, *a = p;
+    if (!base || a < base || a + n > base + f->map_bytes) return 0;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = ((uintptr_t)a + pg - 1) / pg * pg, hi = ((uintptr_t)a + n) / pg * pg;
+    if (hi <= lo) return 0;
+    return madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0 ? hi - lo : 0;
+}
+
+static int convert(model *m, const model_quant_opts *o, ggml_type to, int bits, char *err,
+                   size_t err_bytes) {
+    const quant_traits *qt = quant_traits_of(to);
+    if (!qt)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "quantize: type %s cannot be computed",
+                        tname(to));
+    if (!bits && !qt->quantize_row)
+        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED,
+                        "quantize: %s has no quantizer in this build", qt->name);
+    if (m->quant_weights || m->n_quantized)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "quantize: the model is already quantized");
+    const size_t cap = n_mats_of(m);
+    const bool in_memory = m->synth_weights != NULL;
+    wmat **mats = malloc(cap * sizeof *mats);
+    uint32_t *lay = malloc(cap * sizeof *lay);
+    conv *convs = calloc(cap, sizeof *convs);
+    unit *units = NULL;
+    float *scratch = NULL;
+    uint8_t *mem = NULL;
+    tp *pool = NULL;
+    int rc = IFD_OK;
+    if (!mats || !lay || !convs) goto nomem;
+    const size_t n = list_mats(m, mats, lay);
+    size_t total = 0, n_units = 0;
+    int64_t max_cols = 1;
+    uint32_t n_conv = 0, n_skip = 0;
+    for (size_t i = 0; i < n; i++) {
+        const wmat *w = mats[i];
+        const bool linear = lay[i] != UINT32_MAX || (w == &m->output && o->lm_head);
+        const bool kept = lay[i] != UINT32_MAX && o->keep && o->keep[lay[i]];
+        bool cv = false;
+        if (linear && !kept) {
+            cv = is_float_type(w->type) && w->n_cols % qt->block_size == 0;
+            if (!cv) n_skip++;
+        }
+        /* an in-memory model's matrices are all copied out, so its buffer can go */
+        if (!cv && !in_memory) continue;
+        convs[i] = (conv){.src = *w, .convert = cv};
+        const size_t bytes = (cv ? quant_row_bytes(to, w->n_cols) : w->row_bytes) * (size_t)w->n_rows;
+        total += (bytes + 63) & ~(size_t)63;
+        if (w->n_cols > max_cols) max_cols = w->n_cols;
+        const size_t rb = cv ? quant_row_bytes(to, w->n_cols) : w->row_bytes;
+        const int64_t per = IFD_MAX((int64_t)1, (int64_t)((256u << 10) / (rb ? rb : 1)));
+        n_units += (size_t)((w->n_rows + per - 1) / per);
+        n_conv += cv;
+    }
+    m->n_quant_skipped = n_skip;
+    if (n_conv == 0) { /* nothing to do: the model stays as it is */
+        m->n_quantized = 0;
+        goto done;
+    }
+    if (posix_memalign((void **)&mem, (size_t)1 << 21, total ? total : 64)) {
+        mem = NULL;
+        rc = ifd_errf(err, err_bytes, IFD_ERR_NOMEM,
+                      "quantize: cannot allocate %.2f MiB for the quantized weights", mib(total));
+        goto done;
+    }
+    if (total >= ((size_t)1 << 21)) (void)madvise(mem, total & ~(((size_t)1 << 21) - 1), MADV_HUGEPAGE);
+    pool = tp_create(o->n_threads); /* NULL: tp_run runs the units inline */
+    const int nt = pool ? tp_n_threads(pool) : 1;
+    units = malloc((n_units ? n_units : 1) * sizeof *units);
+    scratch = malloc((size_t)nt * (size_t)max_cols * sizeof(float));
+    if (!units || !scratch || n_units > INT32_MAX) goto nomem;
+    size_t off = 0, k = 0;
+    for (size_t i = 0; i < n; i++) {
+        conv *c = &convs[i];
+        if (!c->src.data) continue;
+        c->dst = mem + off;
+        const size_t rb = c->convert ? quant_row_bytes(to, c->src.n_cols) : c->src.row_bytes;
+        off += (rb * (size_t)c->src.n_rows + 63) & ~(size_t)63;
+        const int64_t per = IFD_MAX((int64_t)1, (int64_t)((256u << 10) / (rb ? rb : 1)));
+        for (int64_t r = 0; r < c->src.n_rows; r += per)
+            units[k++] = (unit){.c = (int32_t)i, .r0 = r, .r1 = IFD_MIN(r + per, c->src.n_rows)};
+    }
+    job j = {.convs = convs, .units = units, .to = to, .bits = bits, .group = (int)qt->block_size,
+             .quantize_row = qt->quantize_row, .scratch = scratch, .max_cols = max_cols};
+    tp_run(pool, run_unit, &j, (int32_t)k);
+
+    /* rewrite the views; then let the originals go */
+    for (size_t i = 0; i < n; i++) {
+        const conv *c = &convs[i];
+        if (!c->src.data) continue;
+        wmat *w = mats[i];
+        w->data = c->dst;
+        if (c->convert) {
+            w->type = to;
+            w->row_bytes = quant_row_bytes(to, w->n_cols);
+            if (!in_memory) release_pages(&m->gguf, c->src.data, c->src.row_bytes * (size_t)c->src.n_rows);
+        }
+    }
+    if (m->hp.tied_embeddings) m->output = m->tok_embd;
+    if (in_memory) {
+        free(m->synth_weights);
+        m->synth_weights = NULL;
+    }
+    m->quant_weights = mem;
+    mem = NULL;
+    m->quant_type = to;
+    m->n_quantized = n_conv;
+    goto done;
+nomem:
+    rc = ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "quantize: out of memory");
+done:
+    tp_destroy(pool);
+    free(mem);
+    free(scratch);
+    free(units);
+    free(convs);
+    free(lay);
+    free(mats);
+    return rc;
+}
+
+int model_quantize(model *m, const model_quant_opts *o, char *err, size_t err_bytes) {
+    if (o->bits == 0) return IFD_OK;
+    if (o->bits != 8 && o->bits != 4)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "--quantize: %d bits is not supported "
+                        "(int8 or int4)", o->bits);
+    const int g = o->group_size ? o->group_size : 128;
+    const ggml_type t = quant_int_type(o->bits, g);
+    if (t == GGML_TYPE_COUNT_)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                        "--quantize-group-size %d: expected 32, 64 or 128", o->group_size);
+    return convert(m, o, t, o->bits, err, err_bytes);
+}
+
+int model_quantize_to(model *m, const model_quant_opts *o, ggml_type t, char *err,
+                      size_t err_bytes) {
+    return convert(m, o, t, 0, err, err_bytes);
+}
