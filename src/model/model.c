@@ -303,11 +303,8 @@ void model_destroy(model *m) {
     free(m->layers);
     free(m->vec_pool);
     free(m->synth_weights);
-<<<<<<< HEAD
     model_awq_free(m);
-=======
     free(m->quant_weights);
->>>>>>> ql
     gguf_close(&m->gguf);
     free(m);
 }
