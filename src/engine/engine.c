@@ -17,7 +17,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "../backend/calib.h"
+#include "../model/model_awq.h"
 #include "../model/model_quant.h"
+#include "../model/quant.h"
+#include "engine_calib.h"
 #include "../util/common.h"
 #include "../util/log.h"
 #include "engine_internal.h"
@@ -567,11 +571,51 @@ static size_t detok_piece_cap(const tokenizer *t) {
 
 /* --quantize on load: the model's linear weights converted before the backend
  * prepares (and repacks) them */
+/* --calibration: AWQ scales from the text's activations (at most ENGINE_CALIB_TOKENS
+ * tokens, windows of ENGINE_CALIB_WINDOW) folded into the weights about to be quantized */
+#define ENGINE_CALIB_TOKENS 2048
+#define ENGINE_CALIB_WINDOW 256
+int engine_calibrate(model *m, const char *path, ggml_type qt, const bool *keep, int n_threads,
+                     char *err, size_t err_bytes) {
+    char *text = NULL;
+    size_t n_text = 0;
+    int rc = ifd_read_file(path, &text, &n_text, err, err_bytes);
+    if (rc) return rc;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    rc = tok_encode(m->tok, text, n_text, TOK_ENC_ADD_BOS, &ids, &n_ids);
+    free(text);
+    if (rc) {
+        free(ids);
+        return ifd_errf(err, err_bytes, rc, "--calibration %s: cannot tokenize it", path);
+    }
+    int32_t window = ENGINE_CALIB_WINDOW;
+    if (m->hp.n_ctx_train > 0 && (uint32_t)window > m->hp.n_ctx_train) window = (int32_t)m->hp.n_ctx_train;
+    model_calib c;
+    const double t0 = ifd_now_s();
+    rc = backend_awq(m, ids, (int64_t)n_ids, window, tok_bos(m->tok), ENGINE_CALIB_TOKENS, qt, keep, n_threads,
+                     &c, err, err_bytes);
+    if (rc == IFD_OK) {
+        char msg[256];
+        int scaled = 0;
+        for (uint32_t i = 0; i < c.n_layers * CALIB_N; i++) scaled += c.alpha[i] > 0;
+        snprintf(msg, sizeof msg, "calibration: %lld tokens of %s, %d of %u layer inputs scaled (AWQ), %.2f s",
+                 (long long)(n_ids < ENGINE_CALIB_TOKENS ? n_ids : ENGINE_CALIB_TOKENS), path, scaled,
+                 c.n_layers * CALIB_N, ifd_now_s() - t0);
+        slog_fields("info", msg, NULL);
+    } else {
+        char e2[512];
+        snprintf(e2, sizeof e2, "--calibration %s: %s", path, err);
+        snprintf(err, err_bytes, "%s", e2);
+    }
+    model_calib_free(&c);
+    free(ids);
+    return rc;
+}
+
 static int quantize_on_load(model *m, const inferd_engine_options *o, char *err, size_t err_bytes) {
-    if (o->calibration_file)
-        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED,
-                        "--calibration %s: AWQ calibration is not available in this build",
-                        o->calibration_file);
+    if (o->calibration_file && o->quantize_bits == 0)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "--calibration needs --quantize int8|int4");
     if (o->quantize_bits == 0) {
         if (o->quantize_keep_layers || o->quantize_lm_head)
             return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
@@ -588,7 +632,11 @@ static int quantize_on_load(model *m, const inferd_engine_options *o, char *err,
                                      .keep = keep,
                                      .n_threads = o->n_threads};
         const double t0 = ifd_now_s();
-        rc = model_quantize(m, &qo, err, err_bytes);
+        if (o->calibration_file)
+            rc = engine_calibrate(m, o->calibration_file, quant_int_type(qo.bits, qo.group_size), keep,
+                                  o->n_threads, err, err_bytes);
+        if (rc == IFD_OK) rc = model_quantize(m, &qo, err, err_bytes);
+        model_awq_trim(m);
         if (rc == IFD_OK) {
             char f[256];
             const ggml_type_info *ti = ggml_type_get((uint32_t)m->quant_type);
