@@ -579,8 +579,9 @@ int engine_calibrate(model *m, const char *path, ggml_type qt, const bool *keep,
                      char *err, size_t err_bytes) {
     char *text = NULL;
     size_t n_text = 0;
-    int rc = ifd_read_file(path, &text, &n_text, err, err_bytes);
-    if (rc) return rc;
+    char e1[256];
+    int rc = ifd_read_file(path, &text, &n_text, e1, sizeof e1);
+    if (rc) return ifd_errf(err, err_bytes, rc, "--calibration: %s", e1);
     int32_t *ids = NULL;
     size_t n_ids = 0;
     rc = tok_encode(m->tok, text, n_text, TOK_ENC_ADD_BOS, &ids, &n_ids);
