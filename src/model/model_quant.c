@@ -8,6 +8,7 @@
  * selection), or touch embeddings and norms. Loading thread only. */
 #include "model_quant.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -134,20 +135,46 @@ bad:
  * test_model_quant compares them on random rows, edge values included) with the
  * rounding done inline: for v in (0, 15], roundf(v) = (int)v + (frac >= 0.5), the
  * fraction v - (int)v being exact in float. */
-static inline int round_half_away(float v) { /* v >= 0, < 2^23 */
+static inline int round_half_away(float v) { /* v in [0, 2^23) */
     const int i = (int)v;
     return i + (v - (float)i >= 0.5f);
+}
+
+/* min / max of g floats (g a multiple of 8) in 8 lanes, so the compiler can keep them
+ * in vector registers: min and max do not depend on the order (no NaN in weights the
+ * reference could quantize either), so the result is the reference's serial one. */
+static void minmax8(const float *x, int g, float *mn_out, float *mx_out) {
+    float mn[8], mx[8];
+    for (int k = 0; k < 8; k++) mn[k] = mx[k] = x[k];
+    for (int j = 8; j < g; j += 8)
+        for (int k = 0; k < 8; k++) {
+            mn[k] = x[j + k] < mn[k] ? x[j + k] : mn[k];
+            mx[k] = x[j + k] > mx[k] ? x[j + k] : mx[k];
+        }
+    for (int k = 1; k < 8; k++) {
+        mn[0] = mn[k] < mn[0] ? mn[k] : mn[0];
+        mx[0] = mx[k] > mx[0] ? mx[k] : mx[0];
+    }
+    *mn_out = mn[0], *mx_out = mx[0];
+}
+
+static float amax8(const float *x, int g) {
+    float am[8] = {0};
+    for (int j = 0; j < g; j += 8)
+        for (int k = 0; k < 8; k++) {
+            const float a = fabsf(x[j + k]);
+            am[k] = a > am[k] ? a : am[k];
+        }
+    for (int k = 1; k < 8; k++) am[0] = am[k] > am[0] ? am[k] : am[0];
+    return am[0];
 }
 
 void model_quant_row_int4(const float *x, void *out, int64_t n, int g) {
     IFD_ASSERT((g == 32 || g == 64 || g == 128) && n % g == 0);
     uint8_t *p = out;
     for (int64_t b = 0; b < n / g; b++, x += g, p += 4 + (size_t)g / 2) {
-        float mn = x[0], mx = x[0];
-        for (int j = 1; j < g; j++) {
-            mn = x[j] < mn ? x[j] : mn;
-            mx = x[j] > mx ? x[j] : mx;
-        }
+        float mn, mx;
+        minmax8(x, g, &mn, &mx);
         const ifd_fp16 h[2] = {ifd_f32_to_fp16((mx - mn) / 15.0f), ifd_f32_to_fp16(mn)};
         const float d = ifd_fp16_to_f32(h[0]), m = ifd_fp16_to_f32(h[1]);
         const float id = d ? 1.0f / d : 0.0f;
@@ -155,8 +182,10 @@ void model_quant_row_int4(const float *x, void *out, int64_t n, int g) {
         for (int s = 0; s < g / 32; s++) {
             uint8_t q[32];
             for (int j = 0; j < 32; j++) {
-                const float v = (x[s * 32 + j] - m) * id;
-                q[j] = (uint8_t)(!(v > 0.0f) ? 0 : v >= 15.0f ? 15 : round_half_away(v));
+                float v = (x[s * 32 + j] - m) * id;
+                v = v > 0.0f ? v : 0.0f; /* the reference clamps after rounding: the same */
+                v = v < 15.0f ? v : 15.0f;
+                q[j] = (uint8_t)round_half_away(v);
             }
             for (int j = 0; j < 16; j++) p[4 + s * 16 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
         }
@@ -167,19 +196,17 @@ void model_quant_row_int8(const float *x, void *out, int64_t n, int g) {
     IFD_ASSERT((g == 32 || g == 64 || g == 128) && n % g == 0);
     uint8_t *p = out;
     for (int64_t b = 0; b < n / g; b++, x += g, p += 2 + (size_t)g) {
-        float amax = 0.0f;
-        for (int j = 0; j < g; j++) {
-            const float a = x[j] < 0 ? -x[j] : x[j];
-            amax = a > amax ? a : amax;
-        }
+        const float amax = amax8(x, g);
         const ifd_fp16 d16 = ifd_f32_to_fp16(amax / 127.0f);
         const float d = ifd_fp16_to_f32(d16), id = d ? 1.0f / d : 0.0f;
         memcpy(p, &d16, 2);
         int8_t *q = (int8_t *)(p + 2);
         for (int j = 0; j < g; j++) {
-            const float v = x[j] * id, a = v < 0 ? -v : v;
-            const int r = !(a > 0.0f) ? 0 : a >= 127.0f ? 127 : round_half_away(a);
-            q[j] = (int8_t)(v < 0 ? -r : r);
+            const float v = x[j] * id;
+            float a = fabsf(v);
+            a = a < 127.0f ? a : 127.0f;
+            const int r = round_half_away(a); /* roundf is symmetric: round |v|, then sign */
+            q[j] = (int8_t)(v < 0.0f ? -r : r);
         }
     }
 }
