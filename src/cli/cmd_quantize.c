@@ -24,13 +24,16 @@
 /* --type choices, in the table's order */
 typedef struct qtype {
     const char *name;
-    int bits;     /* 8 / 4: inferd's INT8 / INT4 at the group size; 0: a ggml type */
-    ggml_type t;  /* ggml types */
+    int bits;     /* 8 / 4: model_quantize at the group size; 0: model_quantize_to(t) */
+    ggml_type t;  /* the ggml type; GGML_TYPE_COUNT_ for int8 / int4 */
     uint32_t ftype; /* general.file_type (llama.cpp's LLAMA_FTYPE_MOSTLY_*) */
 } qtype;
 
 static const qtype TYPES[] = {
-    {"q8_0", 0, GGML_TYPE_Q8_0, 7}, {"q4_0", 0, GGML_TYPE_Q4_0, 2},
+    /* q8_0 is int8 at group 32 (quant_quantize_row_int8 makes Q8_0 blocks whose q are
+     * rounded against the stored fp16 scale): the bytes --quantize int8
+     * --quantize-group-size 32 makes at load, so the two give the same logits */
+    {"q8_0", 8, GGML_TYPE_Q8_0, 7}, {"q4_0", 0, GGML_TYPE_Q4_0, 2},
     {"q4_k", 0, GGML_TYPE_Q4_K, 14}, /* MOSTLY_Q4_K_S: every selected tensor Q4_K */
     {"q5_k", 0, GGML_TYPE_Q5_K, 16}, /* MOSTLY_Q5_K_S */
     {"q6_k", 0, GGML_TYPE_Q6_K, 18}, {"int8", 8, GGML_TYPE_COUNT_, 0},
@@ -119,8 +122,9 @@ int cli_quantize(int argc, char **argv) {
     }
     const qtype *qt = &TYPES[c.quant_type];
     static const int GROUPS[] = {32, 64, 128};
-    const int group = GROUPS[c.quantize_group_size];
-    if (!qt->bits && config_given(&c, "quantize-group-size")) {
+    const bool is_int = qt->t == GGML_TYPE_COUNT_; /* int8 / int4 */
+    const int group = qt->t == GGML_TYPE_Q8_0 ? 32 : GROUPS[c.quantize_group_size];
+    if (!is_int && config_given(&c, "quantize-group-size")) {
         fprintf(stderr, "inferd quantize: --quantize-group-size applies to int8 / int4 only\n");
         goto done;
     }
@@ -208,7 +212,7 @@ int cli_quantize(int argc, char **argv) {
     const char *tn = ggml_type_get((uint32_t)to)->name;
     kvs[nk++] = (gguf_kv){.key = S("inferd.quantization.type"),
                           .val = {.type = GGUF_TYPE_STRING, .v.str = S(tn)}};
-    if (qt->bits) {
+    if (is_int) {
         kvs[nk++] = kv_u32("inferd.quantization.bits", (uint32_t)qt->bits);
         kvs[nk++] = kv_u32("inferd.quantization.group_size", (uint32_t)group);
     }

@@ -149,7 +149,9 @@ typedef struct gguf_wtensor {
  * their width from val.type; fixed-size arrays write their data bytes; string and
  * nested arrays their entries), then the tensor infos in order, then the data, each
  * tensor at a multiple of alignment (a power of two; a general.alignment kv, if any,
- * must say the same). The file appears at path only when complete (written to
+ * must say the same), the file ending with the last tensor's bytes. A file read by
+ * gguf_open and written back with all its kvs and tensors comes out byte for byte the
+ * same when it was laid out this way. The file appears at path only when complete (written to
  * path.tmp, then renamed). IFD_ERR_IO with errno's text when it cannot be written,
  * IFD_ERR_INVALID for a tensor whose shape does not fit its type. */
 int gguf_write(const char *path, const gguf_kv *kv, size_t n_kv, const gguf_wtensor *t,

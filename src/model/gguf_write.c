@@ -163,8 +163,8 @@ int gguf_write(const char *path, const gguf_kv *kv, size_t n_kv, const gguf_wten
     pad_to(&w, alignment);
     /* the data section starts aligned, so aligning file offsets aligns tensor offsets */
     for (size_t i = 0; i < n_t && !w.bad; i++) {
+        if (i) pad_to(&w, alignment); /* the file ends where the last tensor does */
         put(&w, t[i].data, (size_t)bytes[i]);
-        pad_to(&w, alignment);
     }
     if (fclose(w.fp) != 0 && !w.bad) {
         w.bad = true;

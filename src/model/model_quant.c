@@ -8,12 +8,14 @@
  * selection), or touch embeddings and norms. Loading thread only. */
 #include "model_quant.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "../util/common.h"
+#include "../util/cpu_features.h"
 #include "../util/threadpool.h"
 #include "quant.h"
 
@@ -125,6 +127,113 @@ bad:
                     list);
 }
 
+/* ---- row kernels ------------------------------------------------------------------------ */
+
+/* The reference quantizers (quant.c) call libm's roundf / fminf / fmaxf per element
+ * (no SSE4.1 in the x86-64 baseline: they are calls, not instructions), which made a
+ * 1.3B-weight conversion CPU-bound on them. These produce the same bytes (the unit test
+ * test_model_quant compares them on random rows, edge values included) with the
+ * rounding done inline: for v in (0, 15], roundf(v) = (int)v + (frac >= 0.5), the
+ * fraction v - (int)v being exact in float. */
+static inline int round_half_away(float v) { /* v in [0, 2^23) */
+    const int i = (int)v;
+    return i + (v - (float)i >= 0.5f);
+}
+
+/* min / max of g floats (g a multiple of 8) in 8 lanes, so the compiler can keep them
+ * in vector registers: min and max do not depend on the order (no NaN in weights the
+ * reference could quantize either), so the result is the reference's serial one. */
+static void minmax8(const float *x, int g, float *mn_out, float *mx_out) {
+    float mn[8], mx[8];
+    for (int k = 0; k < 8; k++) mn[k] = mx[k] = x[k];
+    for (int j = 8; j < g; j += 8)
+        for (int k = 0; k < 8; k++) {
+            mn[k] = x[j + k] < mn[k] ? x[j + k] : mn[k];
+            mx[k] = x[j + k] > mx[k] ? x[j + k] : mx[k];
+        }
+    for (int k = 1; k < 8; k++) {
+        mn[0] = mn[k] < mn[0] ? mn[k] : mn[0];
+        mx[0] = mx[k] > mx[0] ? mx[k] : mx[0];
+    }
+    *mn_out = mn[0], *mx_out = mx[0];
+}
+
+static float amax8(const float *x, int g) {
+    float am[8] = {0};
+    for (int j = 0; j < g; j += 8)
+        for (int k = 0; k < 8; k++) {
+            const float a = fabsf(x[j + k]);
+            am[k] = a > am[k] ? a : am[k];
+        }
+    for (int k = 1; k < 8; k++) am[0] = am[k] > am[0] ? am[k] : am[0];
+    return am[0];
+}
+
+void model_quant_row_int4(const float *x, void *out, int64_t n, int g) {
+    IFD_ASSERT((g == 32 || g == 64 || g == 128) && n % g == 0);
+    uint8_t *p = out;
+    for (int64_t b = 0; b < n / g; b++, x += g, p += 4 + (size_t)g / 2) {
+        float mn, mx;
+        minmax8(x, g, &mn, &mx);
+        const ifd_fp16 h[2] = {ifd_f32_to_fp16((mx - mn) / 15.0f), ifd_f32_to_fp16(mn)};
+        const float d = ifd_fp16_to_f32(h[0]), m = ifd_fp16_to_f32(h[1]);
+        const float id = d ? 1.0f / d : 0.0f;
+        memcpy(p, h, 4);
+        for (int s = 0; s < g / 32; s++) {
+            uint8_t q[32];
+            for (int j = 0; j < 32; j++) {
+                float v = (x[s * 32 + j] - m) * id;
+                v = v > 0.0f ? v : 0.0f; /* the reference clamps after rounding: the same */
+                v = v < 15.0f ? v : 15.0f;
+                q[j] = (uint8_t)round_half_away(v);
+            }
+            for (int j = 0; j < 16; j++) p[4 + s * 16 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+        }
+    }
+}
+
+void model_quant_row_int8(const float *x, void *out, int64_t n, int g) {
+    IFD_ASSERT((g == 32 || g == 64 || g == 128) && n % g == 0);
+    uint8_t *p = out;
+    for (int64_t b = 0; b < n / g; b++, x += g, p += 2 + (size_t)g) {
+        const float amax = amax8(x, g);
+        const ifd_fp16 d16 = ifd_f32_to_fp16(amax / 127.0f);
+        const float d = ifd_fp16_to_f32(d16), id = d ? 1.0f / d : 0.0f;
+        memcpy(p, &d16, 2);
+        int8_t *q = (int8_t *)(p + 2);
+        for (int j = 0; j < g; j++) {
+            const float v = x[j] * id;
+            float a = fabsf(v);
+            a = a < 127.0f ? a : 127.0f;
+            const int r = round_half_away(a); /* roundf is symmetric: round |v|, then sign */
+            q[j] = (int8_t)(v < 0.0f ? -r : r);
+        }
+    }
+}
+
+/* F16 -> f32 (exact both ways, so the same floats as the reference dequantizer) */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void f16_row_f16c(const uint16_t *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++) dst[i] = ifd_fp16_to_f32(src[i]);
+}
+#define HAVE_F16C_ROW 1
+#endif
+
+static void row_to_f32(ggml_type t, const void *src, float *dst, int64_t n, bool f16c) {
+#ifdef HAVE_F16C_ROW
+    if (t == GGML_TYPE_F16 && f16c) {
+        f16_row_f16c(src, dst, n);
+        return;
+    }
+#endif
+    (void)f16c;
+    quant_dequantize_row_ref(t, src, dst, n);
+}
+
 /* ---- the conversion ------------------------------------------------------------------- */
 
 typedef struct conv {
@@ -146,6 +255,7 @@ typedef struct job {
     void (*quantize_row)(const float *x, void *row, int64_t n); /* otherwise */
     float *scratch;            /* [n_threads][max_cols] */
     int64_t max_cols;
+    bool f16c;                 /* the CPU converts F16 rows in hardware */
 } job;
 
 static void run_unit(void *ctx, int32_t task, int32_t n_tasks, int32_t thread) {
@@ -165,12 +275,12 @@ static void run_unit(void *ctx, int32_t task, int32_t n_tasks, int32_t thread) {
         if (c->src.type == GGML_TYPE_F32)
             row = (const float *)src; /* 4-byte aligned: GGUF data offsets are aligned */
         else
-            quant_dequantize_row_ref(c->src.type, src, x, c->src.n_cols);
+            row_to_f32(c->src.type, src, x, c->src.n_cols, j->f16c);
         uint8_t *out = c->dst + (size_t)r * dst_row;
         if (j->bits == 8)
-            quant_quantize_row_int8(row, out, c->src.n_cols, j->group);
+            model_quant_row_int8(row, out, c->src.n_cols, j->group);
         else if (j->bits == 4)
-            quant_quantize_row_int4(row, out, c->src.n_cols, j->group);
+            model_quant_row_int4(row, out, c->src.n_cols, j->group);
         else
             j->quantize_row(row, out, c->src.n_cols);
     }
@@ -266,7 +376,8 @@ static int convert(model *m, const model_quant_opts *o, ggml_type to, int bits, 
             units[k++] = (unit){.c = (int32_t)i, .r0 = r, .r1 = IFD_MIN(r + per, c->src.n_rows)};
     }
     job j = {.convs = convs, .units = units, .to = to, .bits = bits, .group = (int)qt->block_size,
-             .quantize_row = qt->quantize_row, .scratch = scratch, .max_cols = max_cols};
+             .quantize_row = qt->quantize_row, .scratch = scratch, .max_cols = max_cols,
+             .f16c = cpu_features_get()->f16c};
     tp_run(pool, run_unit, &j, (int32_t)k);
 
     /* rewrite the views; then let the originals go */

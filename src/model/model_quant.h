@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model.h"
 
@@ -41,6 +42,11 @@ int model_quantize(model *m, const model_quant_opts *o, char *err, size_t err_by
  * o->bits and o->group_size are ignored. IFD_ERR_UNSUPPORTED when t has no quantizer. */
 int model_quantize_to(model *m, const model_quant_opts *o, ggml_type t, char *err,
                       size_t err_bytes);
+
+/* The row quantizers model_quantize runs: the same bytes as quant.h's
+ * quant_quantize_row_int8 / _int4 (the reference), computed without libm calls. */
+void model_quant_row_int8(const float *x, void *out, int64_t n, int g);
+void model_quant_row_int4(const float *x, void *out, int64_t n, int g);
 
 /* Bytes of the weight matrices by type, for the startup log: token_embd, output when
  * not tied, and the seven matrices of every layer. */
