@@ -480,18 +480,22 @@ static const quant_traits TRAITS[GGML_TYPE_COUNT_] = {
     /* Q2_K / Q3_K / Q5_K / IQ4_XS: integer kernels (int8 activations) */
     [GGML_TYPE_Q2_K] = {.type = GGML_TYPE_Q2_K, .name = "Q2_K", .block_size = QK_K,
                         .block_bytes = sizeof(block_q2_K), .dequantize_row = deq_row_q2_K,
+                        .quantize_row = quant_kq_row_q2_K,
                         .dot = dot_q2_K, .act = QUANT_ACT_Q8_32, .q_group = 16, .q_min = true},
     [GGML_TYPE_Q3_K] = {.type = GGML_TYPE_Q3_K, .name = "Q3_K", .block_size = QK_K,
                         .block_bytes = sizeof(block_q3_K), .dequantize_row = deq_row_q3_K,
+                        .quantize_row = quant_kq_row_q3_K,
                         .dot = dot_q3_K, .act = QUANT_ACT_Q8_32, .q_zero = 4, .q_group = 16},
     [GGML_TYPE_Q5_K] = {.type = GGML_TYPE_Q5_K, .name = "Q5_K", .block_size = QK_K,
                         .block_bytes = sizeof(block_q5_K), .dequantize_row = deq_row_q5_K,
+                        .quantize_row = quant_kq_row_q5_K,
                         .dot = dot_q5_K, .act = QUANT_ACT_Q8_32, .q_group = 32, .q_min = true},
     [GGML_TYPE_IQ4_XS] = {.type = GGML_TYPE_IQ4_XS, .name = "IQ4_XS", .block_size = QK_K,
                           .block_bytes = sizeof(block_iq4_xs), .dequantize_row = deq_row_iq4_xs,
                           .dot = dot_iq4_xs, .act = QUANT_ACT_Q8_32, .q_signed = true, .q_group = 32},
     [GGML_TYPE_Q4_K] = {.type = GGML_TYPE_Q4_K, .name = "Q4_K", .block_size = QK_K,
                         .block_bytes = sizeof(block_q4_K), .dequantize_row = deq_row_q4_K,
+                        .quantize_row = quant_kq_row_q4_K,
                         .dot = dot_q4_K, .act = QUANT_ACT_Q8_32, .q_group = 32, .q_min = true},
     /* inferd's INT8 / INT4 groups: integer kernels against Q8_32 activations, 32
      * elements at a time (INT4: the minimum against d_a * sum(a) per 32, like Q4_1) */
@@ -501,6 +505,7 @@ static const quant_traits TRAITS[GGML_TYPE_COUNT_] = {
     GRP_TYPE(I4_G128, i4_g128, 128, .q_min = true),
     [GGML_TYPE_Q6_K] = {.type = GGML_TYPE_Q6_K, .name = "Q6_K", .block_size = QK_K,
                         .block_bytes = sizeof(block_q6_K), .dequantize_row = deq_row_q6_K,
+                        .quantize_row = quant_kq_row_q6_K,
                         .dot = dot_q6_K, .act = QUANT_ACT_Q8_32, .q_zero = 32, .q_group = 16},
 };
 

@@ -156,7 +156,7 @@ typedef struct quant_traits {
     /* reference row kernels; n a multiple of block_size */
     void (*dequantize_row)(const void *row, float *out, int64_t n);
     float (*dot)(const void *row, const float *x, int64_t n);
-    /* reference quantizer (round to nearest), or NULL (K-quants: read only) */
+    /* reference quantizer (round to nearest; K-quants: a scale search), or NULL */
     void (*quantize_row)(const float *x, void *row, int64_t n);
     quant_act act;
     /* QUANT_ACT_Q8_32: how the stored quants q relate to the weight's integer value v */
@@ -188,6 +188,22 @@ void quant_quantize_row_q4_1(const float *x, block_q4_1 *out, int64_t n);
 void quant_quantize_row_q5_0(const float *x, block_q5_0 *out, int64_t n);
 void quant_quantize_row_q5_1(const float *x, block_q5_1 *out, int64_t n);
 void quant_quantize_row_iq4_nl(const float *x, block_iq4_nl *out, int64_t n);
+/* K-quants (quant_kq.c): per sub-block a scale (and minimum) from a weighted
+ * least-squares search over candidate grids (llama.cpp's approach), the sub-block scales
+ * quantized against the super-block's fp16 d (and dmin), the quants recomputed with
+ * the rounded scales. Finite output for any finite input (scales saturate at the fp16
+ * range). n a multiple of QK_K. The quant_kq_row_* are the same with the traits'
+ * signature (quant_traits.quantize_row). */
+void quant_quantize_row_q2_K(const float *x, block_q2_K *out, int64_t n);
+void quant_quantize_row_q3_K(const float *x, block_q3_K *out, int64_t n);
+void quant_quantize_row_q4_K(const float *x, block_q4_K *out, int64_t n);
+void quant_quantize_row_q5_K(const float *x, block_q5_K *out, int64_t n);
+void quant_quantize_row_q6_K(const float *x, block_q6_K *out, int64_t n);
+void quant_kq_row_q2_K(const float *x, void *row, int64_t n);
+void quant_kq_row_q3_K(const float *x, void *row, int64_t n);
+void quant_kq_row_q4_K(const float *x, void *row, int64_t n);
+void quant_kq_row_q5_K(const float *x, void *row, int64_t n);
+void quant_kq_row_q6_K(const float *x, void *row, int64_t n);
 /* INT8 / INT4 at group g (32: Q8_0 / Q4_1 blocks; 64, 128: the IFD_TYPE_I* blocks):
  * INT8 d = amax / 127, q = round(x / d); INT4 d = (max - min) / 15, m = min (both in
  * fp16), q = round((x - m) / d) clamped to 0..15, computed with the fp16-rounded d, m. */

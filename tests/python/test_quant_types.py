@@ -7,7 +7,8 @@ inferd) dequantizes them with inferd's reference, and gguf.quants.dequantize doe
 same in numpy. Both compute each value as the same float32 expression (d * q [+/- m]),
 so the comparison is BIT-EXACT (0 ulp). The reference dot is checked against
 float64 sum(dequantized * x) (f32 accumulation: relative 1e-5 of sum|w*x|), and the
-reference quantizers (Q4_1, Q5_0, Q5_1, IQ4_NL) by their round trip.
+reference quantizers (Q4_1, Q5_0, Q5_1, IQ4_NL) by their round trip; the K-quant
+quantizers' blocks (Q2_K .. Q6_K) are decoded by gguf and must equal inferd's decode.
 
 Run: pytest tests/python/test_quant_types.py   (INFERD_BIN overrides build/inferd;
 quant_tool is taken from the same directory)
@@ -133,6 +134,39 @@ def test_quantize_round_trip(name, quant_tool, tmp_path):
         theirs = gguf.quants.quantize(x.reshape(1, -1), QT[name]).reshape(-1)
         same = np.mean(theirs == q)
         assert same > 0.99, f"{name}: only {same:.3f} of the bytes equal gguf's quantizer"
+
+
+# The K-quant quantizers (src/model/quant_kq.c): rows at several magnitudes with an
+# outlier, quantized by inferd, decoded by gguf.quants: the blocks are the standard
+# layout when gguf's decode equals inferd's own dequantizer bit for bit; the error is
+# that of a real grid (RMS relative to the row's, bounds per format, never zero).
+KQUANT_REL = {"Q2_K": (0.05, 0.5), "Q3_K": (0.03, 0.3), "Q4_K": (0.01, 0.12), "Q5_K": (0.005, 0.06),
+              "Q6_K": (0.002, 0.03)}
+
+
+@pytest.mark.parametrize("name", tuple(KQUANT_REL))
+def test_kquant_quantize_layout_vs_gguf(name, quant_tool, tmp_path):
+    rng = np.random.default_rng(zlib.crc32(b"kq" + name.encode()))
+    n = 256 * N_BLOCKS
+    mag = np.repeat(np.array([1e-3, 0.05, 1.0, 30.0]), n // 4)
+    x = (rng.standard_normal(n) * mag).astype(np.float32)
+    x[17] = 6e-3  # an outlier (6x the first quarter's magnitude)
+    x.tofile(tmp_path / "x.f32")
+    run_tool(quant_tool, "quant", name, tmp_path / "x.f32", tmp_path / "q.bin")
+    q = np.fromfile(tmp_path / "q.bin", dtype=np.uint8)
+    bs, bb = gguf.GGML_QUANT_SIZES[QT[name]]
+    assert q.size == n // bs * bb
+    run_tool(quant_tool, "dequant", name, tmp_path / "q.bin", tmp_path / "y.f32")
+    ours = np.fromfile(tmp_path / "y.f32", dtype=np.float32)
+    theirs = dequantize(q, QT[name]).astype(np.float32).reshape(-1)
+    assert np.all(np.isfinite(theirs))
+    bad = np.flatnonzero(ours.view(np.uint32) != theirs.view(np.uint32))
+    assert bad.size == 0, f"{name}: gguf decodes {bad.size} of {n} values differently, first at {bad[0]}"
+    lo, hi = KQUANT_REL[name]
+    for k in range(4):  # per magnitude
+        sl = slice(k * n // 4, (k + 1) * n // 4)
+        rel = float(np.sqrt(np.mean((theirs[sl].astype(np.float64) - x[sl]) ** 2) / np.mean(x[sl].astype(np.float64) ** 2)))
+        assert lo < rel < hi, f"{name}: relative RMS error {rel:.4g} at magnitude {mag[sl][0]}"
 
 
 # ---- loading: the new types run on the CPU; where they cannot run, a clear error ----

@@ -210,7 +210,8 @@ static void test_traits(void) {
             CHECK(qt->block_size % 32 == 0 && (qt->q_group == 32 || qt->q_group == 16));
             CHECK(!(qt->q_signed && qt->q_zero));
         }
-        if (qt->quantize_row) { /* round trip of 128 values in [-1, 1] */
+        /* K-quants (256-element blocks): test_kq_roundtrip */
+        if (qt->quantize_row && qt->block_size <= 128) { /* round trip of 128 values in [-1, 1] */
             enum { N = 128 };
             float x[N], y[N];
             uint8_t row[N * 4];
@@ -236,7 +237,10 @@ static void test_traits(void) {
     CHECK(n == (int)(sizeof supported / sizeof supported[0]));
     CHECK(quant_traits_of(GGML_TYPE_IQ2_XXS) == NULL && quant_traits_of(GGML_TYPE_COUNT_) == NULL);
     CHECK(quant_traits_of(GGML_TYPE_MXFP4) == NULL && quant_traits_of(GGML_TYPE_TQ1_0) == NULL);
-    CHECK(quant_traits_of(GGML_TYPE_Q2_K)->quantize_row == NULL); /* K-quants: read only */
+    /* the K-quants have quantizers (quant_kq.c); IQ4_XS stays read only */
+    CHECK(quant_traits_of(GGML_TYPE_Q2_K)->quantize_row && quant_traits_of(GGML_TYPE_Q4_K)->quantize_row);
+    CHECK(quant_traits_of(GGML_TYPE_Q5_K)->quantize_row && quant_traits_of(GGML_TYPE_Q6_K)->quantize_row);
+    CHECK(quant_traits_of(GGML_TYPE_Q3_K)->quantize_row && !quant_traits_of(GGML_TYPE_IQ4_XS)->quantize_row);
     const quant_traits *q8 = quant_traits_of(GGML_TYPE_Q8_0), *q4 = quant_traits_of(GGML_TYPE_Q4_0);
     const quant_traits *q4k = quant_traits_of(GGML_TYPE_Q4_K), *q6k = quant_traits_of(GGML_TYPE_Q6_K);
     CHECK(q8->q_signed && q4->q_zero == 8 && q6k->q_zero == 32 && q6k->q_group == 16);
@@ -298,5 +302,123 @@ static void test_int_roundtrip(void) {
             }
 }
 
+/* The K-quant quantizers (quant_kq.c) on random rows at several magnitudes, with an
+ * outlier, an offset (the asymmetric formats' minimum) and a quiet sub-block (its scale
+ * far below the super-block's). Per element the error is within
+ *     KQ_C * (R_sub / nmax + R_sup / S)
+ * R_sub: the sub-block's range (max(x, 0) - min(x, 0); signed formats: max |x|), nmax its
+ * levels - 1 (signed: the most negative code's magnitude), R_sup the largest R_sub of the
+ * super-block, S the sub-block scale's code range (Q2_K 15, Q3_K 32, Q4_K / Q5_K 63,
+ * Q6_K 128). The first term is the grid step (the search may pick a grid up to one level
+ * narrower than the range, clipping its end: one step, not half), the second the rounding
+ * of the sub-block scale (and minimum) to S codes: half a code of d times nmax levels,
+ * plus half a code of dmin; KQ_C = 1 (these rows need 0.6). Plus S * nmax * 2^-25, the
+ * absolute rounding of a subnormal fp16 d (small magnitudes) times the largest code
+ * product. The row's RMS error is also checked against the format's expected size
+ * (never zero: no stub passes). */
+#define KQ_C 1.0f
+static void test_kq_roundtrip(void) {
+    enum { N = 1024 };
+    static float x[N], y[N], xd[N];
+    static uint8_t row[N];
+    const struct {
+        ggml_type t;
+        int sub, nmax, S;
+        bool sym;
+        double rel_lo, rel_hi; /* the row's RMS error / RMS of x */
+    } F[] = {
+        {GGML_TYPE_Q2_K, 16, 3, 15, false, 0.05, 0.5},  {GGML_TYPE_Q3_K, 16, 4, 32, true, 0.03, 0.3},
+        {GGML_TYPE_Q4_K, 32, 15, 63, false, 0.01, 0.12}, {GGML_TYPE_Q5_K, 32, 31, 63, false, 0.005, 0.06},
+        {GGML_TYPE_Q6_K, 16, 32, 128, true, 0.002, 0.03},
+    };
+    const float mags[] = {1e-3f, 0.05f, 1.0f, 30.0f};
+    unsigned s = 9;
+    for (size_t f = 0; f < sizeof F / sizeof F[0]; f++) {
+        const quant_traits *qt = quant_traits_of(F[f].t);
+        CHECK(qt && qt->quantize_row && qt->block_size == QK_K);
+        if (!qt || !qt->quantize_row) continue;
+        CHECK(quant_row_bytes(F[f].t, N) <= sizeof row);
+        for (int mi = 0; mi < 4; mi++) {
+            const float mg = mags[mi];
+            for (int i = 0; i < N; i++) x[i] = frand(&s) * mg + (F[f].sym ? 0.0f : 0.3f * mg);
+            x[17] = 6 * mg;                                           /* an outlier */
+            for (int i = 300; i < 332; i++) x[i] = frand(&s) * mg * 0.01f; /* a quiet stretch */
+            qt->quantize_row(x, row, N);
+            qt->dequantize_row(row, y, N);
+            /* the dot agrees with the dequantized row (the reference dot's own f32 sum) */
+            float dot = 0.0f, dsum = 0.0f;
+            for (int i = 0; i < N; i++) xd[i] = frand(&s);
+            for (int i = 0; i < N; i++) dot += y[i] * xd[i], dsum += fabsf(y[i] * xd[i]);
+            const float rdot = quant_dot_ref(F[f].t, row, xd, N);
+            CHECKF(fabsf(rdot - dot) <= 1e-5f * dsum, "%s dot %g vs dequantized %g", qt->name, (double)rdot,
+                   (double)dot);
+            int bad = 0;
+            double err2 = 0, ref2 = 0;
+            for (int b = 0; b < N / QK_K; b++) {
+                float rsub[16], rsup = 0;
+                const int nsub = QK_K / F[f].sub;
+                for (int j = 0; j < nsub; j++) {
+                    float mn = 0, mx = 0, am = 0;
+                    for (int l = 0; l < F[f].sub; l++) {
+                        const float v = x[b * QK_K + j * F[f].sub + l];
+                        mn = fminf(mn, v), mx = fmaxf(mx, v), am = fmaxf(am, fabsf(v));
+                    }
+                    rsub[j] = F[f].sym ? am : mx - mn;
+                    rsup = fmaxf(rsup, rsub[j]);
+                }
+                for (int i = b * QK_K; i < (b + 1) * QK_K; i++) {
+                    const float e = fabsf(x[i] - y[i]);
+                    const float bound = KQ_C * (rsub[(i - b * QK_K) / F[f].sub] / F[f].nmax + rsup / F[f].S) +
+                                        (float)(F[f].S * F[f].nmax) * 0x1p-25f;
+                    err2 += (double)e * e, ref2 += (double)x[i] * x[i];
+                    if (!(e <= bound)) {
+                        if (!bad)
+                            fprintf(stderr, "  %s mag %g elem %d: %g vs %g (bound %g)\n", qt->name, (double)mg, i,
+                                    (double)x[i], (double)y[i], (double)bound);
+                        bad++;
+                    }
+                }
+            }
+            CHECKF(bad == 0, "%s mag %g: %d elements beyond the bound", qt->name, (double)mg, bad);
+            const double rel = sqrt(err2 / ref2);
+            CHECKF(rel > F[f].rel_lo && rel < F[f].rel_hi, "%s mag %g: relative RMS error %g", qt->name, (double)mg,
+                   rel);
+        }
+        /* all zeros: zeros; a constant: reproduced within the fp16 rounding of d (or
+         * dmin): relative 2^-11 while d is a normal half, absolute 2^-25 once it is
+         * subnormal, times the largest code product S * nmax */
+        const float consts[] = {0.0f, 0.7f, -0.7f, 3e-3f, -12.5f};
+        for (int c = 0; c < 5; c++) {
+            for (int i = 0; i < N; i++) x[i] = consts[c];
+            qt->quantize_row(x, row, N);
+            qt->dequantize_row(row, y, N);
+            int bad = 0;
+            for (int i = 0; i < N; i++)
+                bad += !(fabsf(y[i] - consts[c]) <= fabsf(consts[c]) * 2e-3f + (float)(F[f].S * F[f].nmax) * 0x1p-25f);
+            CHECKF(bad == 0, "%s constant %g: %d elements off (first %g)", qt->name, (double)consts[c], bad,
+                   (double)y[0]);
+        }
+        /* huge and tiny inputs: finite (scales saturate at the fp16 range; tiny ones
+         * flush to zero), and tiny ones no larger than the input */
+        const float ext[] = {1e30f, 1e-30f};
+        for (int e = 0; e < 2; e++) {
+            for (int i = 0; i < N; i++) x[i] = frand(&s) * ext[e];
+            qt->quantize_row(x, row, N);
+            qt->dequantize_row(row, y, N);
+            int bad = 0;
+            for (int i = 0; i < N; i++) bad += !isfinite(y[i]) || (e == 1 && !(fabsf(y[i]) <= 2e-30f));
+            CHECKF(bad == 0, "%s inputs ~%g: %d elements not finite / too large", qt->name, (double)ext[e], bad);
+        }
+        /* NaN / infinity in the input: no crash, and the other super-blocks unharmed */
+        for (int i = 0; i < N; i++) x[i] = frand(&s);
+        x[5] = NAN, x[6] = INFINITY;
+        qt->quantize_row(x, row, N);
+        qt->dequantize_row(row, y, N);
+        int bad = 0;
+        for (int i = QK_K; i < N; i++) bad += !(fabsf(x[i] - y[i]) <= 0.6f);
+        CHECKF(bad == 0, "%s: NaN in block 0 spoilt %d elements of the others", qt->name, bad);
+    }
+}
+
 TEST_MAIN(T(test_traits), T(test_int_roundtrip), T(test_fp16), T(test_q8_0_q4_0_roundtrip), T(test_k_quants), T(test_q5_0),
-          T(test_dot_equals_dequant))
+          T(test_dot_equals_dequant), T(test_kq_roundtrip))
