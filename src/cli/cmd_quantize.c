@@ -17,9 +17,13 @@
 #include "../model/model.h"
 #include "../model/model_quant.h"
 #include "../model/quant.h"
+#include "../engine/engine_calib.h"
+#include "../model/model_awq.h"
 #include "../server/config.h"
+#include "../tokenizer/tokenizer.h"
 #include "../util/common.h"
 #include "cli.h"
+#include "quant_report.h"
 
 /* --type choices, in the table's order */
 typedef struct qtype {
@@ -70,6 +74,22 @@ static const wmat *mat_by_name(const model *m, gguf_str name) {
             snprintf(n, sizeof n, "blk.%u.%s.weight", l, SUFFIX[i]);
             if (gguf_str_eq(name, n)) return ws[i];
         }
+    }
+    return NULL;
+}
+
+/* The f32 vector the model holds for a tensor AWQ may have rescaled (the norms before
+ * q/k/v and gate/up, V's bias), or NULL. */
+static const float *vec_by_name(const model *m, gguf_str name) {
+    for (uint32_t l = 0; l < m->hp.n_layers; l++) {
+        const layer_weights *w = &m->layers[l];
+        char n[96];
+        snprintf(n, sizeof n, "blk.%u.attn_norm.weight", l);
+        if (gguf_str_eq(name, n)) return w->attn_norm;
+        snprintf(n, sizeof n, "blk.%u.ffn_norm.weight", l);
+        if (gguf_str_eq(name, n)) return w->ffn_norm;
+        snprintf(n, sizeof n, "blk.%u.attn_v.bias", l);
+        if (gguf_str_eq(name, n)) return w->bv;
     }
     return NULL;
 }
@@ -137,7 +157,13 @@ int cli_quantize(int argc, char **argv) {
             goto done;
         }
     }
-    if (model_open(&m, in, err, sizeof err)) {
+    if (c.quant_report && !c.calibration) {
+        fprintf(stderr, "inferd quantize: --report needs --calibration TEXT\n");
+        ret = 2;
+        goto done;
+    }
+    /* --calibration tokenizes the text: the vocabulary is loaded too */
+    if (c.calibration ? model_load(&m, in, err, sizeof err) : model_open(&m, in, err, sizeof err)) {
         fprintf(stderr, "inferd quantize: %s\n", err);
         goto done;
     }
@@ -154,16 +180,24 @@ int cli_quantize(int argc, char **argv) {
     model_weight_bytes_by_type(m, before);
     const model_quant_opts qo = {.bits = qt->bits, .group_size = group, .lm_head = c.quantize_lm_head,
                                  .keep = keep, .n_threads = (int)c.threads};
+    const ggml_type to = qt->bits ? quant_int_type(qt->bits, group) : qt->t;
+    if (c.quant_report) {
+        const quant_report_opts ro = {.model_path = in, .calibration = c.calibration, .bits = qt->bits,
+                                      .type = to, .qo = qo, .budget_pct = c.ppl_budget};
+        if (quant_report(&ro, stdout)) goto done;
+    }
     const double t0 = ifd_now_s();
-    const int qrc = qt->bits ? model_quantize(m, &qo, err, sizeof err)
-                             : model_quantize_to(m, &qo, qt->t, err, sizeof err);
+    int qrc = c.calibration ? engine_calibrate(m, c.calibration, to, keep, (int)c.threads, err, sizeof err) : 0;
+    if (!qrc)
+        qrc = qt->bits ? model_quantize(m, &qo, err, sizeof err)
+                       : model_quantize_to(m, &qo, qt->t, err, sizeof err);
+    model_awq_trim(m);
     if (qrc) {
         fprintf(stderr, "inferd quantize: %s\n", err);
         goto done;
     }
     const double secs = ifd_now_s() - t0;
     model_weight_bytes_by_type(m, after);
-    const ggml_type to = qt->bits ? quant_int_type(qt->bits, group) : qt->t;
 
     /* the tensors: IN's order, converted ones from the model's views */
     const gguf_file *f = &m->gguf;
@@ -180,17 +214,22 @@ int cli_quantize(int argc, char **argv) {
         w->type = t->type;
         w->data = t->data;
         const wmat *v = mat_by_name(m, t->name);
-        if (v && v->data != t->data && v->type != t->type) {
+        const float *vec = c.calibration ? vec_by_name(m, t->name) : NULL;
+        if (v && v->data != t->data) { /* converted (or rescaled by AWQ) */
             w->type = v->type;
             w->data = v->data;
             file_bytes += v->row_bytes * (size_t)v->n_rows;
+        } else if (vec) { /* AWQ divided it by its input's scales: the model's f32 copy */
+            w->type = GGML_TYPE_F32;
+            w->data = vec;
+            file_bytes += (size_t)t->ne[0] * sizeof(float);
         } else {
             file_bytes += t->n_bytes;
         }
         any_ifd = any_ifd || is_ifd_type(w->type);
     }
     /* the kvs: IN's, with general.file_type and inferd.quantization.* anew */
-    const size_t n_new = 8;
+    const size_t n_new = 9;
     kvs = calloc(f->n_kv + n_new, sizeof *kvs);
     if (!kvs) goto nomem;
     size_t nk = 0;
@@ -225,6 +264,11 @@ int cli_quantize(int argc, char **argv) {
                                             .data = (const uint8_t *)kept}}};
     kvs[nk++] = (gguf_kv){.key = S("inferd.quantization.lm_head"),
                           .val = {.type = GGUF_TYPE_BOOL, .v.b = c.quantize_lm_head}};
+    if (c.calibration) { /* the scales are folded into the weights: this only says so */
+        const char *base = strrchr(c.calibration, '/');
+        kvs[nk++] = (gguf_kv){.key = S("inferd.quantization.awq_calibration"),
+                              .val = {.type = GGUF_TYPE_STRING, .v.str = S(base ? base + 1 : c.calibration)}};
+    }
     if (any_ifd) kvs[nk++] = kv_u32(GGUF_KEY_IFD_LAYOUTS, GGUF_IFD_LAYOUT_VERSION);
     if (gguf_write(out, kvs, nk, ts, (size_t)f->n_tensors, f->alignment, err, sizeof err)) {
         fprintf(stderr, "inferd quantize: %s\n", err);

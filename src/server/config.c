@@ -105,8 +105,13 @@ static const cfg_opt OPTS[] = {
      "quantize output.weight too (never a tied token embedding)"},
     {"quantize-keep-layers", NULL, E | Q, CFG_STR, O(quantize_keep_layers), NULL, 0, 0, NULL, false,
      "layers left in full precision, e.g. 0,1,21 or 0-3,21"},
-    {"calibration", NULL, E, CFG_STR, O(calibration), NULL, 0, 0, NULL, false,
-     "calibration text for AWQ scaling of --quantize (not available yet)"},
+    {"calibration", NULL, E | Q, CFG_STR, O(calibration), NULL, 0, 0, NULL, false,
+     "calibration text: activation-aware (AWQ) scales for --quantize, from its first 2048 tokens"},
+    {"report", NULL, Q, CFG_BOOL, O(quant_report), "false", 0, 0, NULL, false,
+     "with --calibration: print each matrix's output error on the calibration text, sorted, and "
+     "the --quantize-keep-layers that meets --ppl-budget"},
+    {"ppl-budget", NULL, Q, CFG_FLOAT, O(ppl_budget), "1", 0, 1000, NULL, false,
+     "perplexity budget of --report over the original model, percent"},
     /* ---- quantize ---- */
     {"type", NULL, Q, CFG_ENUM, O(quant_type), NULL, 0, 0, "q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4", false,
      "the weight type of the file written (q8_0 ... q6_k: the ggml types llama.cpp reads; int8 / "

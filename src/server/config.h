@@ -104,7 +104,9 @@ typedef struct server_config {
     int64_t quantize_group_size; /* 32|64|128: an index into those */
     bool quantize_lm_head;
     char *quantize_keep_layers;  /* "0,1,21" / "0-3,21" (checked against the model at load) */
-    char *calibration;           /* AWQ calibration text (stored; not available yet) */
+    char *calibration;           /* AWQ calibration text */
+    bool quant_report;           /* quantize --report */
+    double ppl_budget;           /* quantize --ppl-budget, percent */
     /* quantize */
     int64_t quant_type;          /* q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4 */
     /* logging */
