@@ -581,6 +581,7 @@ static double cpu_seconds(void) {
  * tokens, windows of ENGINE_CALIB_WINDOW) folded into the weights about to be quantized */
 #define ENGINE_CALIB_TOKENS 2048
 #define ENGINE_CALIB_WINDOW 256
+#define ENGINE_CALIB_MIN_TOKENS 64
 int engine_calibrate(model *m, const char *path, ggml_type qt, const bool *keep, int n_threads,
                      char *err, size_t err_bytes) {
     char *text = NULL;
@@ -595,6 +596,12 @@ int engine_calibrate(model *m, const char *path, ggml_type qt, const bool *keep,
     if (rc) {
         free(ids);
         return ifd_errf(err, err_bytes, rc, "--calibration %s: cannot tokenize it", path);
+    }
+    if (n_ids < ENGINE_CALIB_MIN_TOKENS) {
+        free(ids);
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                        "--calibration %s: the text is too short (%zu tokens; at least %d)", path, n_ids,
+                        ENGINE_CALIB_MIN_TOKENS);
     }
     int32_t window = ENGINE_CALIB_WINDOW;
     if (m->hp.n_ctx_train > 0 && (uint32_t)window > m->hp.n_ctx_train) window = (int32_t)m->hp.n_ctx_train;

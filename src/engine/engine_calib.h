@@ -9,7 +9,7 @@
 #include "../model/model.h"
 
 /* Read and tokenize the text at path with m's vocabulary, collect the activation
- * statistics of its first 2048 tokens (windows of 256, or the model's context), fold
+ * statistics of its first 2048 tokens (at least 64: IFD_ERR_INVALID) (windows of 256, or the model's context), fold
  * AWQ scales for type qt into the layers not in keep (NULL: all), log what was done.
  * The scaled matrices are f32 copies until model_quantize converts them
  * (model_awq_trim frees them then). */
