@@ -60,6 +60,15 @@ typedef struct inferd_engine_options {
     const char *random_weights;     /* NULL = load model_path */
     const char *random_dtype;
     uint64_t random_seed;
+    /* Quantize on load (weight-only): the F32/F16/BF16 linear weights (q k v o gate up
+     * down; output.weight with quantize_lm_head) become INT8 (symmetric, fp16 scale per
+     * group) or INT4 (asymmetric, fp16 scale and minimum per group); embeddings and
+     * norms stay. 0 = none, 8, 4. */
+    int quantize_bits;
+    int quantize_group_size;          /* 32 | 64 | 128; 0 = 128 */
+    bool quantize_lm_head;            /* output.weight too (never a tied embedding) */
+    const char *quantize_keep_layers; /* layers left as they are: "0,1,21", "0-3,21"; NULL = none */
+    const char *calibration_file;     /* AWQ calibration text (not available yet: an error) */
     inferd_device device;           /* default INFERD_DEVICE_AUTO */
     double gpu_memory_utilization;  /* CUDA: fraction of the device's free memory the
                                        weights, activations and KV pool may take, (0, 1]

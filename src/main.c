@@ -18,6 +18,7 @@ static const command COMMANDS[] = {
     {"logits", cli_logits, "print the logits of every position: -m FILE --ids \"1 2 3\" [--kv-cache-dtype D]"},
     {"bench", cli_bench, "offline throughput: -m FILE [--num-requests N] [--input-len-range A:B] [--output-len-range C:D] ... (bench --help)"},
     {"perplexity", cli_perplexity, "perplexity of a text (llama-perplexity's method): -m FILE -f TEXT [--ctx N] [--kl-base BASE.gguf] ... (perplexity --help)"},
+    {"quantize", cli_quantize, "write a quantized copy of a GGUF file: IN.gguf OUT.gguf --type q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4 ... (quantize --help)"},
     {"chat-template", cli_chat_template, "render a chat template: -t FILE.jinja -i CASE.json"},
 };
 

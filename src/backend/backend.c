@@ -51,6 +51,8 @@ int backend_create(backend **out, backend_kind kind, const model *m, const backe
     char device[256] = "";
     int rc;
     if ((rc = backend_kv_dtype_check(k, cfg->kv_dtype, err, err_bytes))) return rc;
+    if (cfg->observe && k != BACKEND_CPU)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "backend: an observer needs the CPU backend");
     switch (k) {
     case BACKEND_CPU:
         rc = backend_cpu_create(out, m, cfg, err, err_bytes);

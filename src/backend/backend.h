@@ -100,6 +100,12 @@ typedef struct backend_config {
     double gpu_memory_utilization; /* CUDA: of the device's free memory, (0, 1] */
     int graphs_off;                /* CUDA: run every step eagerly (debugging); 0: decode
                                       steps replay graphs captured at create */
+    /* Optional, CPU only (tools: calibration): called on the backend's thread before the
+     * matmuls of every layer with each linear input, x [n_rows][w->n_cols] (host
+     * memory, valid during the call): w is the model's view of the first matrix fed by
+     * it (q for q/k/v, gate for gate/up, o, down). */
+    void (*observe)(void *user, const wmat *w, const float *x, int32_t n_rows);
+    void *observe_user;
 } backend_config;
 
 typedef struct backend backend;

@@ -59,6 +59,10 @@ static int matmul_group(const fwd_ops *o, void *ctx, int n, float *const *outs,
     return IFD_OK;
 }
 
+static inline void observe(const backend *b, const wmat *w, const float *x, int32_t T) {
+    if (b->cfg.observe) b->cfg.observe(b->cfg.observe_user, w, x, T);
+}
+
 int fwd_run(const fwd_ops *o, void *ctx, const backend *b, const fwd_bufs *buf,
             const ifd_batch *bt, float *logits) {
     const model *m = b->m;
@@ -78,6 +82,7 @@ int fwd_run(const fwd_ops *o, void *ctx, const backend *b, const fwd_bufs *buf,
         TRY(o->rmsnorm(ctx, buf->xb, buf->x, NULL, T, w->attn_norm, dim, eps));
         float *qkv_out[3] = {buf->q, buf->k, buf->v};
         const wmat *qkv_w[3] = {&w->wq, &w->wk, &w->wv};
+        observe(b, &w->wq, buf->xb, T);
         TRY(matmul_group(o, ctx, 3, qkv_out, qkv_w, buf->xb, T));
         if (w->bq) { /* qwen2 */
             TRY(o->add_bias(ctx, buf->q, w->bq, T, q_dim));
@@ -90,14 +95,17 @@ int fwd_run(const fwd_ops *o, void *ctx, const backend *b, const fwd_bufs *buf,
         }
         TRY(o->rope_store(ctx, l, buf->q, buf->k, buf->v, bt, &rp));
         TRY(o->attention(ctx, l, buf->att, buf->q, bt));
+        observe(b, &w->wo, buf->att, T);
         TRY(o->matmul(ctx, 1, &buf->xb, (const wmat *const[]){&w->wo}, buf->att, T));
         TRY(o->add(ctx, buf->x, buf->xb, (int64_t)T * dim));
         /* feed-forward block */
         TRY(o->rmsnorm(ctx, buf->xb, buf->x, NULL, T, w->ffn_norm, dim, eps));
         float *gu_out[2] = {buf->gate, buf->up};
         const wmat *gu_w[2] = {&w->w_gate, &w->w_up};
+        observe(b, &w->w_gate, buf->xb, T);
         TRY(matmul_group(o, ctx, 2, gu_out, gu_w, buf->xb, T));
         TRY(o->swiglu(ctx, buf->hb, buf->gate, buf->up, (int64_t)T * ffn));
+        observe(b, &w->w_down, buf->hb, T);
         TRY(o->matmul(ctx, 1, &buf->xb, (const wmat *const[]){&w->w_down}, buf->hb, T));
         TRY(o->add(ctx, buf->x, buf->xb, (int64_t)T * dim));
     }

@@ -12,6 +12,7 @@ int cli_logits(int argc, char **argv);        /* cmd_logits.c (test/debug: dump 
 int cli_chat_template(int argc, char **argv); /* cmd_chat_template.c */
 int cli_bench(int argc, char **argv);         /* cmd_bench.c */
 int cli_perplexity(int argc, char **argv);    /* cmd_perplexity.c */
+int cli_quantize(int argc, char **argv);      /* cmd_quantize.c */
 int cli_serve(int argc, char **argv);         /* cmd_serve.c -> src/server/ */
 
 #endif

@@ -3,12 +3,15 @@
  * The contract the NumPy cross-check tests use. The KV cache is f32 unless
  * --kv-cache-dtype says otherwise: this tool checks the forward's arithmetic, and a
  * reduced-precision cache (the engine's default elsewhere) is a separate, lossy choice.
+ * --quantize int8|int4 (with --quantize-group-size, --quantize-lm-head,
+ * --quantize-keep-layers) quantizes on load as the engine commands do.
  *
  * It runs the engine (non-threaded, one sequence) with a prompt-logprobs request of
  * max_tokens 0, so every prompt position's logits row is computed by the same path a
  * served request takes (chunked prefill, paged KV), and reads the rows through the
  * engine's private logits tap (engine/engine_tap.h). CLI thread only. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../engine/engine_tap.h"
@@ -48,7 +51,9 @@ static void on_out(const inferd_output *o, void *user) {
 }
 
 int cli_logits(int argc, char **argv) {
-    const char *path = NULL, *ids_s = NULL, *kv_dtype = "f32";
+    const char *path = NULL, *ids_s = NULL, *kv_dtype = "f32", *keep = NULL;
+    int bits = 0, group = 128;
+    bool lm_head = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc)
             path = argv[++i];
@@ -56,13 +61,31 @@ int cli_logits(int argc, char **argv) {
             ids_s = argv[++i];
         else if (!strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc)
             kv_dtype = argv[++i];
+        else if (!strcmp(argv[i], "--quantize") && i + 1 < argc) {
+            const char *q = argv[++i];
+            bits = !strcmp(q, "int8") ? 8 : !strcmp(q, "int4") ? 4 : !strcmp(q, "none") ? 0 : -1;
+            if (bits < 0) {
+                fprintf(stderr, "inferd logits: --quantize: expected one of none|int8|int4\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--quantize-group-size") && i + 1 < argc) {
+            group = atoi(argv[++i]);
+            if (group != 32 && group != 64 && group != 128) {
+                fprintf(stderr, "inferd logits: --quantize-group-size: expected one of 32|64|128\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--quantize-lm-head"))
+            lm_head = true;
+        else if (!strcmp(argv[i], "--quantize-keep-layers") && i + 1 < argc)
+            keep = argv[++i];
         else {
             fprintf(stderr, "inferd logits: unknown or incomplete option '%s'\n", argv[i]);
             return 2;
         }
     }
     if (!path || !ids_s) {
-        fprintf(stderr, "inferd logits: usage: -m FILE --ids \"1 2 3\"\n");
+        fprintf(stderr, "inferd logits: usage: -m FILE --ids \"1 2 3\" [--quantize none|int8|int4] "
+                        "[--quantize-group-size 32|64|128] [--quantize-lm-head] [--quantize-keep-layers LIST]\n");
         return 2;
     }
     int32_t *ids = NULL, n = 0;
@@ -83,6 +106,10 @@ int cli_logits(int argc, char **argv) {
     eo.max_model_len = n + 1; /* the prompt must be shorter than the context */
     eo.enable_prefix_caching = false;
     eo.kv_cache_dtype = kv_dtype;
+    eo.quantize_bits = bits;
+    eo.quantize_group_size = group;
+    eo.quantize_lm_head = lm_head;
+    eo.quantize_keep_layers = keep;
     if (inferd_engine_create(&e, &eo, err, sizeof err)) {
         fprintf(stderr, "inferd logits: %s\n", err);
         goto done;

@@ -225,7 +225,13 @@ static int create_engine(inferd_engine **e, const server_config *c, const char *
     inferd_engine_options eo;
     inferd_engine_options_default(&eo);
     config_engine_options(c, &eo);
-    if (model_path) eo.model_path = model_path;
+    if (model_path) { /* --kl-base: the reference runs as it is, never quantized */
+        eo.model_path = model_path;
+        eo.quantize_bits = 0;
+        eo.quantize_lm_head = false;
+        eo.quantize_keep_layers = NULL;
+        eo.calibration_file = NULL;
+    }
     eo.threaded = false;
     if (!config_given(c, "max-model-len")) eo.max_model_len = max_len;
     if (inferd_engine_create(e, &eo, err, sizeof err)) {

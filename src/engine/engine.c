@@ -17,7 +17,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "../backend/calib.h"
+#include "../model/model_awq.h"
+#include "../model/model_quant.h"
+#include "../model/quant.h"
+#include "engine_calib.h"
 #include "../util/common.h"
+#include "../util/log.h"
 #include "engine_internal.h"
 #include "logprobs.h"
 
@@ -563,6 +569,133 @@ static size_t detok_piece_cap(const tokenizer *t) {
     return 3 * longest + 16;
 }
 
+static double cpu_seconds(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)) return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --quantize on load: the model's linear weights converted before the backend
+ * prepares (and repacks) them */
+/* --calibration: AWQ scales from the text's activations (at most ENGINE_CALIB_TOKENS
+ * tokens, windows of ENGINE_CALIB_WINDOW) folded into the weights about to be quantized */
+#define ENGINE_CALIB_TOKENS 2048
+#define ENGINE_CALIB_WINDOW 256
+#define ENGINE_CALIB_MIN_TOKENS 64
+int engine_calibrate(model *m, const char *path, ggml_type qt, const bool *keep, int n_threads,
+                     char *err, size_t err_bytes) {
+    char *text = NULL;
+    size_t n_text = 0;
+    char e1[256];
+    int rc = ifd_read_file(path, &text, &n_text, e1, sizeof e1);
+    if (rc) return ifd_errf(err, err_bytes, rc, "--calibration: %s", e1);
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    rc = tok_encode(m->tok, text, n_text, TOK_ENC_ADD_BOS, &ids, &n_ids);
+    free(text);
+    if (rc) {
+        free(ids);
+        return ifd_errf(err, err_bytes, rc, "--calibration %s: cannot tokenize it", path);
+    }
+    if (n_ids < ENGINE_CALIB_MIN_TOKENS) {
+        free(ids);
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                        "--calibration %s: the text is too short (%zu tokens; at least %d)", path, n_ids,
+                        ENGINE_CALIB_MIN_TOKENS);
+    }
+    int32_t window = ENGINE_CALIB_WINDOW;
+    if (m->hp.n_ctx_train > 0 && (uint32_t)window > m->hp.n_ctx_train) window = (int32_t)m->hp.n_ctx_train;
+    model_calib c;
+    const double t0 = ifd_now_s();
+    rc = backend_awq(m, ids, (int64_t)n_ids, window, tok_bos(m->tok), ENGINE_CALIB_TOKENS, qt, keep, n_threads,
+                     &c, err, err_bytes);
+    if (rc == IFD_OK) {
+        char msg[256];
+        int scaled = 0;
+        for (uint32_t i = 0; i < c.n_layers * CALIB_N; i++) scaled += c.alpha[i] > 0;
+        snprintf(msg, sizeof msg, "calibration: %lld tokens of %s, %d of %u layer inputs scaled (AWQ), %.2f s",
+                 (long long)(n_ids < ENGINE_CALIB_TOKENS ? n_ids : ENGINE_CALIB_TOKENS), path, scaled,
+                 c.n_layers * CALIB_N, ifd_now_s() - t0);
+        slog_fields("info", msg, NULL);
+    } else {
+        char e2[512];
+        snprintf(e2, sizeof e2, "--calibration %s: %s", path, err);
+        snprintf(err, err_bytes, "%s", e2);
+    }
+    model_calib_free(&c);
+    free(ids);
+    return rc;
+}
+
+static int quantize_on_load(model *m, const inferd_engine_options *o, char *err, size_t err_bytes) {
+    if (o->calibration_file && o->quantize_bits == 0)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "--calibration needs --quantize int8|int4");
+    if (o->quantize_bits == 0) {
+        if (o->quantize_keep_layers || o->quantize_lm_head)
+            return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                            "--quantize-keep-layers / --quantize-lm-head need --quantize int8|int4");
+        return IFD_OK;
+    }
+    bool *keep = calloc(m->hp.n_layers, sizeof *keep);
+    if (!keep) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
+    int rc = model_quant_parse_layers(o->quantize_keep_layers, m->hp.n_layers, keep, err, err_bytes);
+    if (rc == IFD_OK) {
+        const model_quant_opts qo = {.bits = o->quantize_bits,
+                                     .group_size = o->quantize_group_size ? o->quantize_group_size : 128,
+                                     .lm_head = o->quantize_lm_head,
+                                     .keep = keep,
+                                     .n_threads = o->n_threads};
+        const double t0 = ifd_now_s(), c0 = cpu_seconds();
+        if (o->calibration_file)
+            rc = engine_calibrate(m, o->calibration_file, quant_int_type(qo.bits, qo.group_size), keep,
+                                  o->n_threads, err, err_bytes);
+        if (rc == IFD_OK) rc = model_quantize(m, &qo, err, err_bytes);
+        model_awq_trim(m);
+        if (rc == IFD_OK) {
+            char f[256];
+            const ggml_type_info *ti = ggml_type_get((uint32_t)m->quant_type);
+            /* cpu_seconds: of all threads, a figure other processes on the machine do not move */
+            snprintf(f, sizeof f,
+                     "\"type\":\"%s\",\"matrices\":%u,\"skipped\":%u,\"seconds\":%.3f,"
+                     "\"cpu_seconds\":%.3f",
+                     m->n_quantized && ti ? ti->name : "none", m->n_quantized, m->n_quant_skipped,
+                     ifd_now_s() - t0, cpu_seconds() - c0);
+            char msg[160];
+            snprintf(msg, sizeof msg, "quantize: %u matrices to %s int%d g%d, %u left as they are",
+                     m->n_quantized, m->n_quantized && ti ? ti->name : "none", o->quantize_bits,
+                     qo.group_size, m->n_quant_skipped);
+            slog_fields("info", msg, f);
+        }
+    }
+    free(keep);
+    return rc;
+}
+
+/* Startup log: resident weight bytes by type (before -> after a quantization) and the
+ * KV cache's bytes per token. */
+static void log_weights(const model *m, const size_t *before, size_t kv_per_token) {
+    size_t after[GGML_TYPE_COUNT_];
+    model_weight_bytes_by_type(m, after);
+    char text[512], msg[640];
+    model_weight_bytes_str(before, after, text, sizeof text);
+    snprintf(msg, sizeof msg, "weights: %s; KV cache %zu bytes per token", text, kv_per_token);
+    char f[1024];
+    size_t k = 0, total = 0;
+    k += (size_t)snprintf(f + k, sizeof f - k, "\"weight_bytes_by_type\":{");
+    bool first = true;
+    for (int t = 0; t < GGML_TYPE_COUNT_ && k < sizeof f; t++)
+        if (after[t]) {
+            k += (size_t)snprintf(f + k, sizeof f - k, "%s\"%s\":%zu", first ? "" : ",",
+                                  ggml_type_get((uint32_t)t)->name, after[t]);
+            total += after[t];
+            first = false;
+        }
+    if (k < sizeof f)
+        snprintf(f + k, sizeof f - k, "},\"weight_bytes\":%zu,\"kv_bytes_per_token\":%zu", total,
+                 kv_per_token);
+    slog_fields("info", msg, f);
+}
+
 int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, char *err,
                          size_t err_bytes) {
     *out = NULL;
@@ -597,6 +730,9 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                                      o->random_seed, o->n_threads, err, err_bytes)
                  : model_load(&e->m, o->model_path, err, err_bytes);
     if (rc) goto fail;
+    size_t wbytes_before[GGML_TYPE_COUNT_];
+    model_weight_bytes_by_type(e->m, wbytes_before);
+    if ((rc = quantize_on_load(e->m, o, err, err_bytes))) goto fail;
     e->n_vocab = (int32_t)e->m->hp.n_vocab;
     e->max_model_len = (int32_t)e->m->hp.n_ctx_train;
     if (o->max_model_len > 0) e->max_model_len = IFD_MIN(o->max_model_len, (int32_t)(1 << 24));
@@ -653,6 +789,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                      "of %lld bytes holds %lld blocks of %d tokens",
                      was, e->max_model_len, (long long)budget, (long long)n_blocks, bs);
     }
+    log_weights(e->m, wbytes_before, block_bytes / (size_t)bs);
     bc.n_blocks = (int32_t)n_blocks;
     backend_log_kv(use, e->m, bc.kv_dtype, bs, n_blocks, budget);
     bc.max_seq_len = e->max_model_len; /* after the clamp above */

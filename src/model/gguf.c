@@ -589,6 +589,11 @@ bool gguf_get_cstr(const gguf_file *f, const char *key, char *buf, size_t cap) {
     return true;
 }
 
+bool gguf_declares_ifd_layouts(const gguf_file *f) {
+    uint32_t v;
+    return gguf_get_u32(f, GGUF_KEY_IFD_LAYOUTS, &v) && v == GGUF_IFD_LAYOUT_VERSION;
+}
+
 const gguf_array *gguf_get_arr(const gguf_file *f, const char *key, gguf_type elem) {
     const gguf_kv *kv = gguf_find_kv(f, key);
     if (!kv || kv->val.type != GGUF_TYPE_ARRAY) return NULL;

@@ -126,4 +126,35 @@ const gguf_array *gguf_get_arr(const gguf_file *f, const char *key, gguf_type el
 int64_t gguf_arr_i64(const gguf_array *a, uint64_t i);
 double gguf_arr_f64(const gguf_array *a, uint64_t i);
 
+/* inferd's own tensor layouts (IFD_TYPE_* in ggml_types.h) are not ggml types: a file
+ * may name them only when it declares them with this key (uint32, the layout version
+ * of quant.h). The model loader refuses an IFD_TYPE_* tensor of a file without it. */
+#define GGUF_KEY_IFD_LAYOUTS "inferd.quantization.layout_version"
+#define GGUF_IFD_LAYOUT_VERSION 1
+bool gguf_declares_ifd_layouts(const gguf_file *f);
+
+/* ---- the writer (gguf_write.c) -------------------------------------------------------- */
+
+/* A tensor to write: its data holds the bytes its type and shape call for (the writer
+ * computes the size from ggml_types.h). */
+typedef struct gguf_wtensor {
+    gguf_str name;
+    uint32_t n_dims;
+    int64_t ne[GGUF_MAX_DIMS];
+    ggml_type type;
+    const void *data;
+} gguf_wtensor;
+
+/* Write a GGUF v3 file: the kvs in order (values as gguf_open reads them: scalars keep
+ * their width from val.type; fixed-size arrays write their data bytes; string and
+ * nested arrays their entries), then the tensor infos in order, then the data, each
+ * tensor at a multiple of alignment (a power of two; a general.alignment kv, if any,
+ * must say the same), the file ending with the last tensor's bytes. A file read by
+ * gguf_open and written back with all its kvs and tensors comes out byte for byte the
+ * same when it was laid out this way. The file appears at path only when complete (written to
+ * path.tmp, then renamed). IFD_ERR_IO with errno's text when it cannot be written,
+ * IFD_ERR_INVALID for a tensor whose shape does not fit its type. */
+int gguf_write(const char *path, const gguf_kv *kv, size_t n_kv, const gguf_wtensor *t,
+               size_t n_t, uint64_t alignment, char *err, size_t err_bytes);
+
 #endif

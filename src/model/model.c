@@ -5,6 +5,7 @@
  * trust the views. Small 1-D tensors (norms, biases, rope factors) are converted to f32
  * once. Runs once at startup on the loading thread. */
 #include "model.h"
+#include "model_awq.h"
 
 #include <math.h>
 #include <string.h>
@@ -153,6 +154,14 @@ static int find_tensor(loader *L, const char *name, int64_t ne0, int64_t ne1, bo
         return ifd_errf(L->err, L->err_bytes, IFD_ERR_UNSUPPORTED,
                         "model: tensor '%s' has unsupported type %s", name, ti ? ti->name : "?");
     }
+    /* inferd's own layouts only from a file that says it means them (gguf.h) */
+    if (t->type >= IFD_TYPE_I8_G64 && t->type <= IFD_TYPE_I4_G128 &&
+        !gguf_declares_ifd_layouts(&L->m->gguf))
+        return ifd_errf(L->err, L->err_bytes, IFD_ERR_UNSUPPORTED,
+                        "model: tensor '%s' has unsupported type %s (inferd's own layout, but the "
+                        "file does not declare %s = %d)",
+                        name, ggml_type_get(t->type)->name, GGUF_KEY_IFD_LAYOUTS,
+                        GGUF_IFD_LAYOUT_VERSION);
     *out = t;
     return IFD_OK;
 }
@@ -294,6 +303,8 @@ void model_destroy(model *m) {
     free(m->layers);
     free(m->vec_pool);
     free(m->synth_weights);
+    model_awq_free(m);
+    free(m->quant_weights);
     gguf_close(&m->gguf);
     free(m);
 }

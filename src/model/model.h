@@ -93,7 +93,14 @@ typedef struct model {
     /* private: f32 copies of the small 1-D tensors (norms, biases) */
     float *vec_pool;
     void *synth_weights; /* private: the matrices of a model built in memory (model_random.c) */
+    void *quant_weights; /* private: the matrices model_quantize converted (model_quant.c) */
     size_t weight_bytes; /* bytes of all weight tensors in the file */
+    void *awq;           /* private: the f32 copies of model_awq_apply (model_awq.c) */
+    /* what model_quantize did (zero when it did not run): the type it converted to, the
+     * matrices converted and those it left as they were (of another type, or K not a
+     * multiple of the group) */
+    ggml_type quant_type;
+    uint32_t n_quantized, n_quant_skipped;
 } model;
 
 /* Map the file, read the hyper-parameters, bind the weights, copy the chat template

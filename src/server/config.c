@@ -50,12 +50,13 @@ typedef struct cfg_opt {
 #define B CFG_CMD_BENCH
 #define P CFG_CMD_PERPLEXITY
 #define E (CFG_CMD_SERVE | CFG_CMD_GENERATE | CFG_CMD_BENCH | CFG_CMD_PERPLEXITY)
+#define Q CFG_CMD_QUANTIZE
 #define O(f) offsetof(server_config, f)
 #define BIG 9.0e15
 static const cfg_opt OPTS[] = {
     /* ---- the engine: serve, generate, bench and perplexity ---- */
     {"model", "-m", E, CFG_STR, O(model), NULL, 0, 0, NULL, false, "GGUF model file"},
-    {"threads", "-t", E, CFG_INT, O(threads), "0", 0, 1024, NULL, false, "engine CPU threads (0 = all cores)"},
+    {"threads", "-t", E | Q, CFG_INT, O(threads), "0", 0, 1024, NULL, false, "engine CPU threads (0 = all cores)"},
     {"max-num-seqs", NULL, E, CFG_INT, O(max_num_seqs), "64", 1, 65536, NULL, false,
      "sequences running at once"},
     {"max-num-batched-tokens", NULL, E, CFG_INT, O(max_num_batched_tokens), "256", 1, 1 << 24, NULL,
@@ -98,6 +99,26 @@ static const cfg_opt OPTS[] = {
      false, "weight type of --random-weights"},
     {"random-weights-seed", NULL, E, CFG_U64, O(random_seed), "0", 0, 0, NULL, false,
      "seed of --random-weights (the same seed gives the same weights)"},
+    {"quantize", NULL, E, CFG_ENUM, O(quantize), "none", 0, 0, "none|int8|int4", false,
+     "quantize the F32/F16/BF16 linear weights at load (weight-only): int8 symmetric, int4 "
+     "asymmetric (GPTQ/AWQ grid), an fp16 scale (and minimum) per group; embeddings and norms stay"},
+    {"quantize-group-size", NULL, E | Q, CFG_ENUM, O(quantize_group_size), "128", 0, 0, "32|64|128",
+     false, "weights per quantization group (32: the Q8_0 / Q4_1 blocks)"},
+    {"quantize-lm-head", NULL, E | Q, CFG_BOOL, O(quantize_lm_head), "false", 0, 0, NULL, false,
+     "quantize output.weight too (never a tied token embedding)"},
+    {"quantize-keep-layers", NULL, E | Q, CFG_STR, O(quantize_keep_layers), NULL, 0, 0, NULL, false,
+     "layers left in full precision, e.g. 0,1,21 or 0-3,21"},
+    {"calibration", NULL, E | Q, CFG_STR, O(calibration), NULL, 0, 0, NULL, false,
+     "calibration text: activation-aware (AWQ) scales for --quantize, from its first 2048 tokens"},
+    {"report", NULL, Q, CFG_BOOL, O(quant_report), "false", 0, 0, NULL, false,
+     "with --calibration: print each matrix's output error on the calibration text, sorted, and "
+     "the --quantize-keep-layers that meets --ppl-budget"},
+    {"ppl-budget", NULL, Q, CFG_FLOAT, O(ppl_budget), "1", 0, 1000, NULL, false,
+     "perplexity budget of --report over the original model, percent"},
+    /* ---- quantize ---- */
+    {"type", NULL, Q, CFG_ENUM, O(quant_type), NULL, 0, 0, "q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4", false,
+     "the weight type of the file written (q8_0 ... q6_k: the ggml types llama.cpp reads; int8 / "
+     "int4: inferd's layouts at --quantize-group-size)"},
     /* ---- serve ---- */
     {"served-model-name", NULL, S, CFG_STR, O(served_model_name), NULL, 0, 0, NULL, false,
      "model name(s) the API answers to, comma-separated (default: the file's base name, with and without .gguf)"},
@@ -209,6 +230,7 @@ static const cfg_opt OPTS[] = {
 #undef B
 #undef P
 #undef E
+#undef Q
 #define CFG_ENGINE (CFG_CMD_SERVE | CFG_CMD_GENERATE | CFG_CMD_BENCH | CFG_CMD_PERPLEXITY)
 _Static_assert(IFD_ARRAY_LEN(OPTS) <= CFG_MAX_OPTS, "raise CFG_MAX_OPTS");
 
@@ -243,6 +265,13 @@ static const cfg_cmd_spec CMDS[] = {
      "each scored, all windows run as concurrent prompt-logprob requests. Prints the\n"
      "running figure per window (stderr) and, last, 'ppl VALUE +/- ERROR'.",
      {"max-num-batched-tokens=2048", "enable-prefix-caching=false", NULL}},
+    {CFG_CMD_QUANTIZE, "quantize", "inferd quantize IN.gguf OUT.gguf --type TYPE [options]",
+     "Writes a copy of IN with its F32/F16/BF16 linear weights (q k v o gate up down;\n"
+     "output.weight with --quantize-lm-head) quantized to TYPE: every metadata key, the\n"
+     "tokenizer and the chat template copied, tensors in IN's order. int8 / int4 files\n"
+     "declare inferd's layouts (inferd.quantization.*) and load only in inferd; they give\n"
+     "the same logits as --quantize on load.",
+     {NULL}},
 };
 
 static const cfg_cmd_spec *cmd_spec(cfg_cmd cmd) {
@@ -486,6 +515,12 @@ void config_engine_options(const server_config *c, inferd_engine_options *o) {
     o->random_weights = SHAPES[c->random_weights];
     o->random_dtype = DTYPES[c->random_dtype];
     o->random_seed = c->random_seed;
+    static const int BITS[] = {0, 8, 4}, GROUPS[] = {32, 64, 128};
+    o->quantize_bits = BITS[c->quantize];
+    o->quantize_group_size = GROUPS[c->quantize_group_size];
+    o->quantize_lm_head = c->quantize_lm_head;
+    o->quantize_keep_layers = c->quantize_keep_layers;
+    o->calibration_file = c->calibration;
 }
 
 static int load_file(server_config *c, const char *path, char *err, size_t eb) {
@@ -619,13 +654,15 @@ void config_help(cfg_cmd cmd, FILE *fp) {
     fprintf(fp, "usage: %s\n\n%s\n\n", cs->usage, cs->about);
     for (int pass = 0; pass < 2; pass++) {
         /* the engine options, then the command's own */
+        if (pass == 0 && cmd == CFG_CMD_QUANTIZE) continue; /* it runs no engine */
         fprintf(fp, pass == 0 ? "engine options (the same in serve, generate, bench and perplexity):\n"
                               : "\n%s options:\n", cs->name);
         if (pass == 1 && serve)
             fprintf(fp, "  --config FILE                 JSON config file (INFERD_CONFIG)\n");
         for (size_t i = 0; i < IFD_ARRAY_LEN(OPTS); i++) {
             const cfg_opt *o = &OPTS[i];
-            if (!(o->cmds & cmd) || (o->cmds == CFG_ENGINE) != (pass == 0)) continue;
+            const bool engine_opt = (o->cmds & CFG_ENGINE) == CFG_ENGINE && cmd != CFG_CMD_QUANTIZE;
+            if (!(o->cmds & cmd) || engine_opt != (pass == 0)) continue;
             const char *meta = o->type == CFG_STR || o->type == CFG_LIST ? " STR"
                                : o->type == CFG_BOOL                     ? ""
                                : o->type == CFG_FLOAT || o->type == CFG_FRACTION ? " X"

@@ -27,6 +27,7 @@ typedef enum cfg_cmd {
     CFG_CMD_GENERATE = 1 << 1,
     CFG_CMD_BENCH = 1 << 2,
     CFG_CMD_PERPLEXITY = 1 << 3,
+    CFG_CMD_QUANTIZE = 1 << 4, /* inferd quantize IN OUT: the quantize-* options, --type, --threads */
 } cfg_cmd;
 
 #define CFG_MAX_OPTS 128 /* table entries at most (config.c checks) */
@@ -100,6 +101,15 @@ typedef struct server_config {
     int64_t random_weights;        /* none|tiny|llama3-8b|qwen2.5-1.5b */
     int64_t random_dtype;          /* f32|f16|bf16|q8_0|q4_0|q4_k|q6_k */
     uint64_t random_seed;
+    int64_t quantize;            /* none|int8|int4 (config_engine_options maps it) */
+    int64_t quantize_group_size; /* 32|64|128: an index into those */
+    bool quantize_lm_head;
+    char *quantize_keep_layers;  /* "0,1,21" / "0-3,21" (checked against the model at load) */
+    char *calibration;           /* AWQ calibration text */
+    bool quant_report;           /* quantize --report */
+    double ppl_budget;           /* quantize --ppl-budget, percent */
+    /* quantize */
+    int64_t quant_type;          /* q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4 */
     /* logging */
     bool log_requests;
     bool log_prompts;

@@ -3,4 +3,5 @@
 # test run (not only in -DCMAKE_BUILD_TYPE=Asan builds).
 inferd_add_asan_test(test_gguf_asan
   ${CMAKE_SOURCE_DIR}/tests/unit/test_gguf.c ${CMAKE_SOURCE_DIR}/src/model/gguf.c
+  ${CMAKE_SOURCE_DIR}/src/model/gguf_write.c
   ${CMAKE_SOURCE_DIR}/src/model/ggml_types.c ${CMAKE_SOURCE_DIR}/src/util/common.c)

@@ -435,6 +435,109 @@ static void test_open_file(void) {
     free(b.p);
 }
 
+/* ---- the writer ------------------------------------------------------------------------- */
+
+static uint8_t *slurp(const char *path, size_t *n) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    uint8_t *p = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (;;) {
+        if (*n == cap && !(p = realloc(p, cap = cap ? 2 * cap : 4096))) abort();
+        size_t k = fread(p + *n, 1, cap - *n, fp);
+        if (!k) break;
+        *n += k;
+    }
+    fclose(fp);
+    return p;
+}
+
+/* Read a file, write back all its kvs and tensors: the same bytes (every value type,
+ * nested arrays, strings with NULs, both alignments). */
+static void test_write_roundtrip(void) {
+    for (int pass = 0; pass < 2; pass++) {
+        gopts o = defaults();
+        if (pass) o.align_kind = 'u', o.alignment = 64;
+        o.n_tensors = 3;
+        o.t[2] = (tspec){"w.i4", 2, {128, 3, 1, 1, 1}, IFD_TYPE_I4_G128, AUTO_OFFSET};
+        wbuf b = build(&o);
+        gguf_file f;
+        char err[256] = "", path[] = "/tmp/test_gguf_w_XXXXXX";
+        uint8_t *copy;
+        int rc = parse_exact(&f, b.p, b.n, &copy, err, sizeof(err));
+        CHECKF(rc == IFD_OK, "%s", err);
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        if (rc || fd < 0) return;
+        close(fd);
+        gguf_wtensor ts[3];
+        for (uint64_t i = 0; i < f.n_tensors; i++) {
+            const gguf_tensor *t = &f.tensors[i];
+            ts[i] = (gguf_wtensor){.name = t->name, .n_dims = t->n_dims, .type = t->type, .data = t->data};
+            memcpy(ts[i].ne, t->ne, sizeof ts[i].ne);
+        }
+        rc = gguf_write(path, f.kv, (size_t)f.n_kv, ts, (size_t)f.n_tensors, f.alignment, err, sizeof err);
+        CHECKF(rc == IFD_OK, "%s", err);
+        size_t n = 0;
+        uint8_t *back = slurp(path, &n);
+        /* build() fills the padding between tensors with its pattern, the writer with
+         * zeros: the header, the infos and every tensor's bytes must be equal */
+        size_t at = 0;
+        while (back && at < n && at < f.data_offset && back[at] == b.p[at]) at++;
+        CHECKF(back && n == b.n && at == f.data_offset, "pass %d: %zu bytes written, %zu built, first difference at %zu",
+               pass, n, b.n, at);
+        for (uint64_t i = 0; back && n == b.n && i < f.n_tensors; i++) {
+            const size_t o0 = f.data_offset + f.tensors[i].offset;
+            CHECKF(!memcmp(back + o0, b.p + o0, f.tensors[i].n_bytes), "pass %d tensor %llu", pass,
+                   (unsigned long long)i);
+        }
+        CHECK(!gguf_declares_ifd_layouts(&f));
+        /* a shape its type cannot hold is refused, and nothing is left behind */
+        unlink(path);
+        ts[2].ne[0] = 100;
+        rc = gguf_write(path, f.kv, (size_t)f.n_kv, ts, 3, f.alignment, err, sizeof err);
+        CHECKF(rc == IFD_ERR_INVALID && access(path, F_OK) != 0, "%d %s", rc, err);
+        /* an unwritable place: IFD_ERR_IO naming the path */
+        rc = gguf_write("/nonexistent-dir/x.gguf", f.kv, (size_t)f.n_kv, ts, 2, f.alignment, err, sizeof err);
+        CHECKF(rc == IFD_ERR_IO && strstr(err, "/nonexistent-dir/x.gguf"), "%d %s", rc, err);
+        free(back);
+        gguf_close(&f);
+        free(copy);
+        free(b.p);
+    }
+}
+
+static int kv_declare(wbuf *b) {
+    w_key(b, GGUF_KEY_IFD_LAYOUTS, GGUF_TYPE_UINT32), w_u32(b, GGUF_IFD_LAYOUT_VERSION);
+    return 1;
+}
+static int kv_declare_v2(wbuf *b) {
+    w_key(b, GGUF_KEY_IFD_LAYOUTS, GGUF_TYPE_UINT32), w_u32(b, GGUF_IFD_LAYOUT_VERSION + 1);
+    return 1;
+}
+
+/* The declaration of inferd's layouts: present with the right version, or not. */
+static void test_ifd_declaration(void) {
+    int (*kvs[])(wbuf *) = {NULL, kv_declare, kv_declare_v2};
+    for (int i = 0; i < 3; i++) {
+        gopts o = defaults();
+        o.t[1] = (tspec){"w.i4", 2, {128, 2, 1, 1, 1}, IFD_TYPE_I4_G128, AUTO_OFFSET};
+        o.extra_kv = kvs[i];
+        wbuf b = build(&o);
+        gguf_file f;
+        char err[256] = "";
+        uint8_t *copy;
+        int rc = parse_exact(&f, b.p, b.n, &copy, err, sizeof(err));
+        CHECKF(rc == IFD_OK, "%s", err);
+        CHECK(rc || gguf_find_tensor(&f, "w.i4")->n_bytes == 2 * 68);
+        CHECKF(rc || gguf_declares_ifd_layouts(&f) == (i == 1), "case %d", i);
+        gguf_close(&f);
+        free(copy);
+        free(b.p);
+    }
+}
+
 /* ---- corrupt files ---------------------------------------------------------------------- */
 
 static int kv_str_past_eof(wbuf *b) {
@@ -553,6 +656,14 @@ static void align3(gopts *o) { o->align_kind = 'u', o->alignment = 3; }
 static void align_str(gopts *o) { o->align_kind = 's'; }
 static void align_i32(gopts *o) { o->align_kind = 'i', o->alignment = 32; }
 static void dup_tensor(gopts *o) { o->t[1].name = "w.f32"; }
+/* inferd's own layouts: sized by their geometry like any block type */
+static void i8g64_row32(gopts *o) { o->t[1] = (tspec){"w.i8", 2, {32, 2, 1, 1, 1}, IFD_TYPE_I8_G64, AUTO_OFFSET}; }
+static void i4g128_row64(gopts *o) { o->t[1] = (tspec){"w.i4", 2, {64, 2, 1, 1, 1}, IFD_TYPE_I4_G128, AUTO_OFFSET}; }
+static void i4g128(gopts *o) { o->t[1] = (tspec){"w.i4", 2, {128, 2, 1, 1, 1}, IFD_TYPE_I4_G128, AUTO_OFFSET}; }
+static void i8g128_unaligned(gopts *o) {
+    o->t[1] = (tspec){"w.i8", 2, {128, 1, 1, 1, 1}, IFD_TYPE_I8_G128, 72};
+}
+static void type44(gopts *o) { o->t[1].type = GGML_TYPE_COUNT_; }
 
 typedef struct bad_case {
     const char *name;
@@ -599,6 +710,12 @@ static const bad_case BAD[] = {
     {"alignment as string", align_str, NULL, "gguf: general.alignment has type string, expected an unsigned integer"},
     {"alignment as int32", align_i32, NULL, "general.alignment has type int32"},
     {"duplicate tensor name", dup_tensor, NULL, "gguf: duplicate tensor name 'w.f32'"},
+    {"I8_G64 row not whole groups", i8g64_row32, NULL, "gguf: tensor 'w.i8' row length 32 is not a multiple of the I8_G64 block size 64"},
+    {"I4_G128 row not whole groups", i4g128_row64, NULL, "row length 64 is not a multiple of the I4_G128 block size 128"},
+    /* 2 rows of one 68-byte group: 136 bytes, as the Q8_0 case above */
+    {"I4_G128 data past EOF", i4g128, drop_last_byte, "gguf: tensor 'w.i4' data [800, 800+136) lies past end of file (size 935)"},
+    {"I8_G128 offset not aligned", i8g128_unaligned, NULL, "gguf: tensor 'w.i8' offset 72 is not aligned to 32"},
+    {"type id past inferd's", type44, NULL, "gguf: unknown tensor type 44 for tensor 'w.q8'"},
 };
 
 /* A failed parse: an error code from the file-format family, a one-line message, and
@@ -765,5 +882,6 @@ static void test_real_files(void) {
 }
 
 TEST_MAIN(T(test_valid_v3), T(test_valid_v2), T(test_alignment_64), T(test_max_depth_ok),
-          T(test_getter_edges), T(test_open_file), T(test_corrupt_table),
+          T(test_getter_edges), T(test_open_file), T(test_write_roundtrip), T(test_ifd_declaration),
+          T(test_corrupt_table),
           T(test_every_truncation), T(test_byte_mutations), T(test_real_files))
