@@ -679,7 +679,7 @@ static void log_weights(const model *m, const size_t *before, size_t kv_per_toke
     char text[512], msg[640];
     model_weight_bytes_str(before, after, text, sizeof text);
     snprintf(msg, sizeof msg, "weights: %s; KV cache %zu bytes per token", text, kv_per_token);
-    char f[1024];
+    char f[2048]; /* a few types in practice; every one of the 44 still fits */
     size_t k = 0, total = 0;
     k += (size_t)snprintf(f + k, sizeof f - k, "\"weight_bytes_by_type\":{");
     bool first = true;
