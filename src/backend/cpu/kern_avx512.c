@@ -1018,6 +1018,8 @@ PK_GEMM(pk_gemm_iq4_nl, PK_NL_NT, PK_NL_1, PK_NT)
  *   sum offset, the weights stored as q + 128), ag = fma(float(isum), d_a[s], ag);
  *   then out = fma(d_w, ag, out) and (INT4) out = fma(m_w, dsum_g, out) with dsum_g the
  *   sum in sub-block order of the group's d_a * sum(a) (a scalar per token).
+ * The integer dot is exact, so its chains are free: decode (one token) splits INT4's in
+ * two (low / high nibbles) to halve the VPDPBUSD latency chain; the isum is the same.
  * Per lane (row, token) the sequence is fixed whatever the token tile: batch invariant,
  * decode and prefill bit-identical.
  *
@@ -1114,6 +1116,15 @@ AI void gp_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *ac
                         ia[j] = _mm512_dpbusd_epi32(ia[j], v, _mm512_set1_epi32(ld32i(a + 4 * c)));
                     }
                 }
+            } else if (NT == 1) { /* decode: two integer chains (exact: the same isum) */
+                __m512i ib = _mm512_setzero_si512();
+                for (int c = 0; c < 4; c++) {
+                    const __m512i v = _mm512_load_si512(q + 64 * c);
+                    ia[0] = _mm512_dpbusd_epi32(ia[0], _mm512_and_si512(v, m4), _mm512_set1_epi32(ld32i(act + aoff + 4 * c)));
+                    ib = _mm512_dpbusd_epi32(ib, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                             _mm512_set1_epi32(ld32i(act + aoff + 16 + 4 * c)));
+                }
+                ia[0] = _mm512_add_epi32(ia[0], ib);
             } else {
                 for (int c = 0; c < 4; c++) {
                     const __m512i v = _mm512_load_si512(q + 64 * c);
