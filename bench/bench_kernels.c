@@ -6,12 +6,15 @@
  *
  * usage: bench_kernels [-t threads] [-l scalar|avx2|avx512] [-q (quick: fewer reps)]
  *                      [-s ROWSxK (matmul shape, default 8192x2048)] [-y TYPE,TYPE.. (only
- *                      these weight types)] [-n (no attention)] */
+ *                      these weight types)] [-n (no attention)] [-c (process CPU time
+ *                      instead of wall time: with -t 1, figures a loaded machine cannot
+ *                      skew by descheduling; cache / memory contention still can)] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "backend/cpu/ops.h"
 #include "model/quant.h"
@@ -66,6 +69,15 @@ static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
     return w;
 }
 
+/* The clock of every figure: wall time, or (-c) the process's CPU time. */
+static int use_cpu_time;
+static double now_s(void) {
+    if (!use_cpu_time) return ifd_now_s();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Is name one of the comma-separated names of list (case-insensitive)? */
 static int name_in_list(const char *name, const char *list) {
     const size_t n = strlen(name);
@@ -86,9 +98,9 @@ static double bench_matmul(ops_ctx *c, const wmat *w, int n, const float *x, flo
     for (int m = 0; m < n; m++) op_matmul(c, out, x, &w[m], T); /* warm-up */
     double best = 1e9;
     for (int i = 0; i < reps; i++) {
-        double t0 = ifd_now_s();
+        double t0 = now_s();
         for (int m = 0; m < n; m++) op_matmul(c, out, x, &w[m], T);
-        double dt = ifd_now_s() - t0;
+        double dt = now_s() - t0;
         if (dt < best) best = dt;
     }
     return best;
@@ -106,6 +118,7 @@ int main(int argc, char **argv) {
                 return 2; /* K a multiple of every block size */
         } else if (!strcmp(argv[i], "-y") && i + 1 < argc) type_list = argv[++i];
         else if (!strcmp(argv[i], "-n")) no_attn = 1;
+        else if (!strcmp(argv[i], "-c")) use_cpu_time = 1;
         else if (!strcmp(argv[i], "-q")) quick = 1;
         else if (!strcmp(argv[i], "-l") && i + 1 < argc) {
             cpu_level l;
@@ -183,9 +196,9 @@ int main(int argc, char **argv) {
             int32_t ss[2] = {0, n};
             double best = 1e9;
             for (int rep = 0; rep < (quick ? 2 : 5); rep++) {
-                double t0 = ifd_now_s();
+                double t0 = now_s();
                 op_attention(c, o, q, 1, ss, pos, NH, &kv, bt, nblk);
-                double dt = ifd_now_s() - t0;
+                double dt = now_s() - t0;
                 if (dt < best) best = dt;
             }
             double keys = 0;
@@ -209,13 +222,13 @@ int main(int argc, char **argv) {
             const size_t half = (size_t)NS * CTX * NKV * HD;
             double best = 1e9;
             for (int rep = 0; rep < (quick ? 3 : 8); rep++) {
-                double t0 = ifd_now_s();
+                double t0 = now_s();
                 for (int l = 0; l < NL; l++) {
                     float *kp = pools + (size_t)l * 2 * half;
                     kv_view lkv = {kp, kp + half, NKV, HD, BS};
                     op_attention(c, o, q, NS, sst, dpos, NH, &lkv, dbt, NB);
                 }
-                double dt = ifd_now_s() - t0;
+                double dt = now_s() - t0;
                 if (dt < best) best = dt;
             }
             printf("  attention decode step (%d seqs x ctx %d x %d layers): %.3f ms, %.1f GB/s of KV\n",
