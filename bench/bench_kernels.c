@@ -4,11 +4,17 @@
  * weight type, and paged attention, at each dispatch level (or the one forced
  * by INFERD_CPU). Shapes are the ~1B Llama's (dim 2048, FFN 8192).
  *
- * usage: bench_kernels [-t threads] [-l scalar|avx2|avx512] [-q (quick: fewer reps)] */
+ * usage: bench_kernels [-t threads] [-l scalar|avx2|avx512] [-q (quick: fewer reps)]
+ *                      [-s ROWSxK (matmul shape, default 8192x2048)] [-y TYPE,TYPE.. (only
+ *                      these weight types)] [-n (no attention)] [-c (process CPU time
+ *                      instead of wall time: with -t 1, figures a loaded machine cannot
+ *                      skew by descheduling; cache / memory contention still can)] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "backend/cpu/ops.h"
 #include "backend/kv_dtype.h"
@@ -64,6 +70,28 @@ static wmat make_w(ggml_type t, int64_t rows, int64_t cols) {
     return w;
 }
 
+/* The clock of every figure: wall time, or (-c) the process's CPU time. */
+static int use_cpu_time;
+static double now_s(void) {
+    if (!use_cpu_time) return ifd_now_s();
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Is name one of the comma-separated names of list (case-insensitive)? */
+static int name_in_list(const char *name, const char *list) {
+    const size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncasecmp(p, name, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
 /* Best time of one pass over n matrices (several copies defeat the L3 at T = 1, so the
  * figure is DRAM streaming as in a real decode step). */
 static double bench_matmul(ops_ctx *c, const wmat *w, int n, const float *x, float *out,
@@ -71,18 +99,27 @@ static double bench_matmul(ops_ctx *c, const wmat *w, int n, const float *x, flo
     for (int m = 0; m < n; m++) op_matmul(c, out, x, &w[m], T); /* warm-up */
     double best = 1e9;
     for (int i = 0; i < reps; i++) {
-        double t0 = ifd_now_s();
+        double t0 = now_s();
         for (int m = 0; m < n; m++) op_matmul(c, out, x, &w[m], T);
-        double dt = ifd_now_s() - t0;
+        double dt = now_s() - t0;
         if (dt < best) best = dt;
     }
     return best;
 }
 
 int main(int argc, char **argv) {
-    int n_threads = 0, quick = 0, only = -1;
+    int n_threads = 0, quick = 0, only = -1, no_attn = 0;
+    long long rows_arg = 8192, k_arg = 2048;
+    const char *type_list = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-s") && i + 1 < argc) {
+            if (sscanf(argv[++i], "%lldx%lld", &rows_arg, &k_arg) != 2 || rows_arg <= 0 ||
+                k_arg <= 0 || k_arg % 256 != 0)
+                return 2; /* K a multiple of every block size */
+        } else if (!strcmp(argv[i], "-y") && i + 1 < argc) type_list = argv[++i];
+        else if (!strcmp(argv[i], "-n")) no_attn = 1;
+        else if (!strcmp(argv[i], "-c")) use_cpu_time = 1;
         else if (!strcmp(argv[i], "-q")) quick = 1;
         else if (!strcmp(argv[i], "-l") && i + 1 < argc) {
             cpu_level l;
@@ -98,8 +135,10 @@ int main(int argc, char **argv) {
                                /* the 32-element block family */
                                GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL,
                                /* the super-block family */
-                               GGML_TYPE_Q5_K, GGML_TYPE_Q3_K, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_XS};
-    const int64_t ROWS = 8192, K = 2048; /* the FFN gate/up shape */
+                               GGML_TYPE_Q5_K, GGML_TYPE_Q3_K, GGML_TYPE_Q2_K, GGML_TYPE_IQ4_XS,
+                               /* inferd's INT8 / INT4 groups (--quantize) */
+                               IFD_TYPE_I8_G64, IFD_TYPE_I8_G128, IFD_TYPE_I4_G64, IFD_TYPE_I4_G128};
+    const int64_t ROWS = rows_arg, K = k_arg; /* default: the FFN gate/up shape */
     const int32_t TP = 512;
     enum { COPIES = 40 };
     float *x = malloc((size_t)TP * K * sizeof(float));
@@ -112,9 +151,10 @@ int main(int argc, char **argv) {
         ops_ctx_reserve(c, TP, K, 4096, 4);
         printf("level %s, %d threads — matmul %lld x %lld\n", cpu_level_name((cpu_level)level),
                ops_ctx_n_threads(c), (long long)ROWS, (long long)K);
-        printf("  %-6s %12s %12s %14s %14s\n", "type", "T=1 GB/s", "T=1 us", "T=16 GFLOP/s",
+        printf("  %-8s %12s %12s %14s %14s\n", "type", "T=1 GB/s", "T=1 us", "T=16 GFLOP/s",
                "T=512 GFLOP/s");
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            if (type_list && !name_in_list(ggml_type_get(types[ti])->name, type_list)) continue;
             wmat w[COPIES];
             const double bytes = (double)quant_row_bytes(types[ti], K) * ROWS;
             const int n = (int)IFD_MIN(COPIES, IFD_MAX(2, (int)(320e6 / bytes)));
@@ -127,11 +167,15 @@ int main(int argc, char **argv) {
             /* a decode step of 16 sequences: weights from DRAM as at T = 1 */
             const double t16 = bench_matmul(c, w, n, x, out, 16, quick ? 2 : 5) / n;
             const double tp = bench_matmul(c, w, 1, x, out, TP, quick ? 1 : 3);
-            printf("  %-6s %12.1f %12.0f %14.1f %14.1f\n", ggml_type_get(types[ti])->name,
+            printf("  %-8s %12.1f %12.0f %14.1f %14.1f\n", ggml_type_get(types[ti])->name,
                    bytes / t1 / 1e9, t1 * 1e6, 2.0 * ROWS * K * 16 / t16 / 1e9,
                    2.0 * ROWS * K * TP / tp / 1e9);
             ops_ctx_drop_weights(c);
             for (int m = 0; m < n; m++) free((void *)w[m].data);
+        }
+        if (no_attn) {
+            ops_ctx_destroy(c);
+            continue;
         }
         /* attention: 32 heads, 8 KV heads, head_dim 64, block 16, at each KV cache
          * dtype (f32 in the slot order, the others blocked, as the CPU backend stores
@@ -170,9 +214,9 @@ int main(int argc, char **argv) {
             int32_t ss[2] = {0, n};
             double best = 1e9;
             for (int rep = 0; rep < (quick ? 2 : 5); rep++) {
-                double t0 = ifd_now_s();
+                double t0 = now_s();
                 op_attention(c, o, q, 1, ss, pos, NH, &kv, bt, nblk);
-                double dt_s = ifd_now_s() - t0;
+                double dt_s = now_s() - t0;
                 if (dt_s < best) best = dt_s;
             }
             double keys = 0;
@@ -203,7 +247,7 @@ int main(int argc, char **argv) {
             }
             double best = 1e9;
             for (int rep = 0; rep < (quick ? 3 : 8); rep++) {
-                double t0 = ifd_now_s();
+                double t0 = now_s();
                 for (int l = 0; l < NL; l++) {
                     uint8_t *kp = pools + (size_t)l * 2 * half;
                     kv_view lkv = kv;
@@ -211,7 +255,7 @@ int main(int argc, char **argv) {
                     lkv.v = kp + half;
                     op_attention(c, o, q, NS, sst, dpos, NH, &lkv, dbt, NB);
                 }
-                double dt_s = ifd_now_s() - t0;
+                double dt_s = now_s() - t0;
                 if (dt_s < best) best = dt_s;
             }
             printf("  attention decode step kv %s (%d seqs x ctx %d x %d layers): %.3f ms, %.1f GB/s of KV\n",

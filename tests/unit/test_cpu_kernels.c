@@ -15,7 +15,7 @@
  *    1e-5 leaves room for K up to ~170 blocks of lanes and still catches any wrong
  *    element, whose error would be ~|w_k x_k| >> 1e-5 * S).
  *  - Q8_0/Q4_0/Q4_K/Q6_K at SIMD levels (and Q4_1/Q5_0/Q5_1/IQ4_NL, Q5_K/Q3_K/Q2_K/
- *    IQ4_XS where is_int8_act says): activations are quantized to
+ *    IQ4_XS, the INT8 / INT4 groups where is_int8_act says): activations are quantized to
  *    int8 per block of 32 (step amax/127, round to nearest), so |err| <= sum_blocks (sum_k |w_k|) *
  *    amax_b / 254 (half a step per element) + 1e-5 * S. That is ~1e-2 of S on random
  *    data, the usual cost of the q8 activation path. */
@@ -43,7 +43,15 @@ static float frand(void) { /* uniform in [-1, 1), never exactly 0 */
 static const ggml_type TYPES[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16,   GGML_TYPE_Q8_0,
                                   GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,   GGML_TYPE_Q5_0,
                                   GGML_TYPE_Q4_1, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q2_K,
-                                  GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS};
+                                  GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS,
+                                  IFD_TYPE_I8_G64, IFD_TYPE_I8_G128, IFD_TYPE_I4_G64,
+                                  IFD_TYPE_I4_G128};
+
+/* inferd's INT8 / INT4 group types (64- or 128-element groups of 32-element sub-blocks) */
+static bool is_grp(ggml_type t) {
+    return t == IFD_TYPE_I8_G64 || t == IFD_TYPE_I8_G128 || t == IFD_TYPE_I4_G64 ||
+           t == IFD_TYPE_I4_G128;
+}
 
 static const char *tname(ggml_type t) {
     return ggml_type_get((uint32_t)t)->name;
@@ -109,6 +117,8 @@ static bool is_int8_act(ggml_type t, int level) {
     if (level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q3_K ||
                                       t == GGML_TYPE_Q2_K || t == GGML_TYPE_IQ4_XS))
         return true;
+    /* the INT8 / INT4 groups: both SIMD levels */
+    if (level >= CPU_LEVEL_AVX2 && is_grp(t)) return true;
     /* the 32-element block family (Q4_1, Q5_0, Q5_1, IQ4_NL): both SIMD levels */
     if (level >= CPU_LEVEL_AVX2 && (t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 ||
                                       t == GGML_TYPE_Q5_1 || t == GGML_TYPE_IQ4_NL))
@@ -161,7 +171,11 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
                          t == GGML_TYPE_Q2_K, k8 = t == GGML_TYPE_Q5_K || t == GGML_TYPE_IQ4_XS;
         const bool packs_ksb = (lv == CPU_LEVEL_AVX512 && k16 && rows % 16 == 0) ||
                                (lv == CPU_LEVEL_AVX2 && k8 && rows % 8 == 0);
-        const bool packs = nl || packs_ksb ||
+        /* the INT8 / INT4 groups and Q4_1: 16-row groups at AVX-512, 8-row groups at AVX2 */
+        const bool gp = is_grp(t) || t == GGML_TYPE_Q4_1;
+        const bool packs_gp = (lv == CPU_LEVEL_AVX512 && gp && rows % 16 == 0) ||
+                              (lv == CPU_LEVEL_AVX2 && gp && rows % 8 == 0);
+        const bool packs = nl || packs_ksb || packs_gp ||
                            (lv == CPU_LEVEL_AVX512 && ((iq && rows % 16 == 0) || (fl && rows % 64 == 0))) ||
                            (lv == CPU_LEVEL_AVX2 && ((iq && rows % 8 == 0) || (fl && rows % 16 == 0)));
         CHECKF((ops_ctx_prepared_bytes(c) > 0) == packs, "%s rows %lld: prepared %zu bytes",
@@ -206,11 +220,26 @@ static void test_matmul_all_types(void) {
         ops_ctx *c = ops_ctx_create(2, level);
         CHECK(c != NULL);
         if (!c) continue;
-        CHECK(ops_ctx_reserve(c, 64, 1024, 64, 4) == IFD_OK);
+        CHECK(ops_ctx_reserve(c, 64, 2048, 64, 4) == IFD_OK);
         printf("  level %s\n", cpu_level_name((cpu_level)level));
         const int32_t Ts[] = {1, 3, 17, 64};
         for (size_t ti = 0; ti < IFD_ARRAY_LEN(TYPES); ti++) {
             const ggml_type t = TYPES[ti];
+            if (is_grp(t)) {
+                /* K = 128, 256, 384 (an odd number of 128-groups: the INT8 pair layout's
+                 * pad), 1152; rows in whole 16-row groups, 8-row groups only, neither */
+                const int64_t Kg[] = {128, 256, 384, 1152};
+                const int32_t Tg[] = {1, 3, 8, 13, 24};
+                for (size_t ki = 0; ki < IFD_ARRAY_LEN(Kg); ki++) {
+                    for (size_t i = 0; i < IFD_ARRAY_LEN(Tg); i++) check_matmul(c, t, 48, Kg[ki], Tg[i]);
+                    check_matmul(c, t, 37, Kg[ki], 5);
+                    check_matmul(c, t, 40, Kg[ki], 9);
+                }
+                check_matmul(c, t, 1, 256, 5);
+                check_matmul(c, t, 70, 1024, 17);
+                check_matmul(c, t, 64, 2048, 64);
+                continue;
+            }
             const bool kq = quant_traits_of(t)->block_size == QK_K;
             /* rows: 1, 37 and 70 are not multiples of any row tile (4, 3, 2) */
             for (size_t i = 0; i < IFD_ARRAY_LEN(Ts); i++) check_matmul(c, t, 37, kq ? 512 : 256, Ts[i]);
@@ -238,9 +267,10 @@ static void test_matmul_all_types(void) {
 /* Row `probe` of x computed alone, at row 3 of a batch of 7 and at row 50 of a batch
  * of 64 (other rows random) must be bit-identical. K = 512, and K with an odd number
  * of blocks (768: 3 super-blocks; 800: 25 blocks of 32, 100 chunks of 8 floats) for the
- * kernels that spread blocks over several accumulator chains. */
+ * kernels that spread blocks over several accumulator chains; 384: 3 groups of 128 (the
+ * INT8 pair layout's pad). */
 static void matmul_batch_invariance(int64_t rows, int64_t rows2, bool prepare) {
-    const int64_t Ks[] = {512, 768, 800};
+    const int64_t Ks[] = {512, 768, 800, 384};
     for (int level = 0; level <= max_level(); level++) {
         ops_ctx *c = ops_ctx_create(2, level);
         CHECK(c && ops_ctx_reserve(c, 64, 800, 64, 4) == IFD_OK);

@@ -386,19 +386,46 @@ K2_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
  * compare. Chains, tiles and the per-element sequence as a8_tile (block b into chain
  * b % NACC). */
 
+AI int b2_is_i8(ggml_type t) {
+    return t == IFD_TYPE_I8_G64 || t == IFD_TYPE_I8_G128;
+}
+AI int b2_is_i4(ggml_type t) {
+    return t == IFD_TYPE_I4_G64 || t == IFD_TYPE_I4_G128;
+}
+/* Elements per scale group: 32 for the block family, 64 / 128 for the INT8 / INT4 types. */
+AI int b2_grp(ggml_type t) {
+    return t == IFD_TYPE_I8_G64 || t == IFD_TYPE_I4_G64 ? 64
+           : t == IFD_TYPE_I8_G128 || t == IFD_TYPE_I4_G128 ? 128 : 32;
+}
+/* Bytes of one scale group (a block of the family). */
 AI size_t b2_bytes(ggml_type t) {
+    if (b2_is_i8(t)) return 2 + (size_t)b2_grp(t);
+    if (b2_is_i4(t)) return 4 + (size_t)b2_grp(t) / 2;
     return t == GGML_TYPE_Q4_1 ? 20 : t == GGML_TYPE_Q5_0 ? 22 : t == GGML_TYPE_Q5_1 ? 24 : 18;
 }
 AI size_t b2_qs_off(ggml_type t) {
+    if (b2_is_i8(t)) return 2;
+    if (b2_is_i4(t)) return 4;
     return t == GGML_TYPE_Q4_1 ? 4 : t == GGML_TYPE_Q5_0 ? 6 : t == GGML_TYPE_Q5_1 ? 8 : 2;
 }
 AI int b2_has_min(ggml_type t) {
-    return t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1;
+    return t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1 || b2_is_i4(t);
+}
+/* Signed weights (|w| x sign(a, w)): IQ4_NL's table values and the INT8 quants. */
+AI int b2_signed(ggml_type t) {
+    return t == GGML_TYPE_IQ4_NL || b2_is_i8(t);
+}
+/* The header (f16 d, then m) of the scale group holding 32-element block b. */
+AI const uint8_t *b2_hdr(ggml_type t, const uint8_t *row, int64_t b) {
+    return row + (size_t)(b / (b2_grp(t) / 32)) * b2_bytes(t);
 }
 
-/* The 32 weight bytes of one block in element order (unsigned q, or IQ4_NL's signed v). */
-AI __m256i b2_block_q(ggml_type t, const uint8_t *blk) {
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + b2_qs_off(t))));
+/* The 32 weight bytes of block b (header blk) in element order (unsigned q, or the
+ * signed IQ4_NL value / INT8 quant). */
+AI __m256i b2_block_q(ggml_type t, const uint8_t *blk, int64_t b) {
+    const size_t qo = b2_qs_off(t) + (size_t)(b % (b2_grp(t) / 32)) * (b2_is_i8(t) ? 32 : 16);
+    if (b2_is_i8(t)) return _mm256_loadu_si256((const __m256i *)(blk + qo));
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + qo)));
     __m256i q = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
                                  _mm256_set1_epi8(0x0F));
     if (t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1) {
@@ -421,15 +448,14 @@ AI __m256i b2_block_q(ggml_type t, const uint8_t *blk) {
 AI void b2_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size_t row_bytes,
                 const uint8_t *act, size_t act_stride, int64_t nb, int64_t b, __m256 (*acc)[INT]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const size_t bb = b2_bytes(t);
     __m256i wq[IMR];
     __m256 dw[IMR], mw[IMR];
     UNROLL
     for (int r = 0; r < NR; r++) {
-        const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)b * bb;
+        const uint8_t *blk = b2_hdr(t, w0 + (size_t)r * row_bytes, b);
         dw[r] = bcast_f16_tab(blk);
         if (b2_has_min(t)) mw[r] = _mm256_blend_ps(_mm256_setzero_ps(), bcast_f16_tab(blk + 2), 1);
-        wq[r] = b2_block_q(t, blk);
+        wq[r] = b2_block_q(t, blk, b);
     }
     UNROLL
     for (int j = 0; j < NT; j++) {
@@ -442,7 +468,7 @@ AI void b2_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, size
         UNROLL
         for (int r = 0; r < NR; r++) {
             __m256i dot;
-            if (t == GGML_TYPE_IQ4_NL) {
+            if (b2_signed(t)) {
                 dot = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wq[r], wq[r]),
                                                              _mm256_sign_epi8(a, wq[r])), ones);
             } else {
@@ -485,6 +511,11 @@ K2_TILES(q4_1, b2_tile, GGML_TYPE_Q4_1, INR, INT, IDR, K / 32)
 K2_TILES(q5_0, b2_tile, GGML_TYPE_Q5_0, INR, INT, IDR, K / 32)
 K2_TILES(q5_1, b2_tile, GGML_TYPE_Q5_1, INR, INT, IDR, K / 32)
 K2_TILES(iq4_nl, b2_tile, GGML_TYPE_IQ4_NL, INR, INT, IDR, K / 32)
+/* INT8 / INT4 groups: G / 32 blocks under one header (b2_hdr) */
+K2_TILES(i8_g64, b2_tile, IFD_TYPE_I8_G64, INR, INT, IDR, K / 32)
+K2_TILES(i8_g128, b2_tile, IFD_TYPE_I8_G128, INR, INT, IDR, K / 32)
+K2_TILES(i4_g64, b2_tile, IFD_TYPE_I4_G64, INR, INT, IDR, K / 32)
+K2_TILES(i4_g128, b2_tile, IFD_TYPE_I4_G128, INR, INT, IDR, K / 32)
 /* ---- end of the 32-element block family ---------------------------------------------- */
 
 /* ---- Q5_K / Q3_K / Q2_K / IQ4_XS, integer path (unpacked tiles) ----------------------
@@ -823,6 +854,173 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
     }
 P2_GEMM(p2_gemm_q4_0, GGML_TYPE_Q4_0)
 P2_GEMM(p2_gemm_q8_0, GGML_TYPE_Q8_0)
+
+/* ---- packed INT8 / INT4 groups and Q4_1: 8 rows in lanes -------------------------------
+ * IFD_TYPE_I8_G64 / I8_G128, IFD_TYPE_I4_G64 / I4_G128 and Q4_1 (the group-32 INT4), one
+ * body parameterised by the group size G and the bits, in the Q4_0 / Q8_0 interleave
+ * above (column group c of row i at 32 c + 4 i). Per group of G elements:
+ *   per 32-element sub-block s: isum = int dot (INT8: |w| x sign(a, w) per column group,
+ *   each widened by VPMADDWD; INT4: the 8 int16 products of the sub-block summed before
+ *   VPMADDWD, 8 * 2 * 15 * 127 < 32768: exact), ag = fma(float(isum), d_a[s], ag);
+ *   then out = fma(d_w, ag, out) and (INT4) out = fma(m_w, dsum_g, out), dsum_g the sum
+ *   in sub-block order of the group's d_a * sum(a).
+ * Per lane the sequence is fixed whatever the token tile: batch invariant. Loop orders
+ * (measured, process CPU time at T = 512): INT8 column group by column group across the
+ * tokens; INT4 the sub-block's 8 weight vectors once, then token by token (as Q4_0).
+ *
+ * Group layout, unit by unit (INT8: a pair of groups, INT4 / Q4_1: one group): a 32-byte
+ * header (INT8: f16 d[2][8]; INT4: f16 d[8], f16 m[8]), then the unit's sub-blocks, SB
+ * bytes each of 8 rows (INT8: 8 column groups = 256 bytes of int8 quants; INT4: 4 column
+ * groups of the 16 nibble bytes = 128). An odd last INT8 group leaves its pair's second
+ * half zero (never read). Exactly the original's bytes up to that pad. */
+
+#define G2_NT 4 /* tokens per tile */
+
+AI int g2_i8(ggml_type t) {
+    return t == IFD_TYPE_I8_G64 || t == IFD_TYPE_I8_G128;
+}
+AI int g2_g(ggml_type t) {
+    return t == GGML_TYPE_Q4_1 ? 32 : t == IFD_TYPE_I8_G128 || t == IFD_TYPE_I4_G128 ? 128 : 64;
+}
+AI int g2_upg(ggml_type t) { /* groups per unit */
+    return g2_i8(t) ? 2 : 1;
+}
+AI size_t g2_sb(ggml_type t) { /* bytes of one sub-block of the 8 rows */
+    return g2_i8(t) ? 256 : 128;
+}
+AI size_t g2_ub(ggml_type t) { /* bytes of one unit */
+    return 32 + (size_t)g2_upg(t) * (size_t)(g2_g(t) / 32) * g2_sb(t);
+}
+AI size_t g2_gb(ggml_type t, int64_t K) {
+    const int64_t ng = K / g2_g(t);
+    return (size_t)((ng + g2_upg(t) - 1) / g2_upg(t)) * g2_ub(t);
+}
+
+AI void g2_pack(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    const int G = g2_g(t), NS = G / 32, I8 = g2_i8(t);
+    const size_t SB = g2_sb(t), UB = g2_ub(t), GB = I8 ? 2 + (size_t)G : 4 + (size_t)G / 2;
+    const int64_t ng = K / G;
+    memset(dst, 0, g2_gb(t, K));
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t *u = dst + (size_t)(g / g2_upg(t)) * UB;
+        const int h = (int)(g % g2_upg(t));
+        for (int i = 0; i < P2_NR; i++) {
+            const uint8_t *blk = w + (size_t)i * rb + (size_t)g * GB;
+            memcpy(u + 16 * h + 2 * i, blk, 2); /* d */
+            if (!I8) memcpy(u + 16 + 2 * i, blk + 2, 2); /* m */
+            for (int s = 0; s < NS; s++) {
+                uint8_t *q = u + 32 + (size_t)(h * NS + s) * SB;
+                for (int c = 0; c < (I8 ? 8 : 4); c++)
+                    memcpy(q + 32 * c + 4 * i, blk + (I8 ? 2 + 32 * s : 4 + 16 * s) + 4 * c, 4);
+            }
+        }
+    }
+}
+
+/* One 8-row group x NT tokens: out[j * os + i]. */
+AI void g2_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
+                int64_t K, float *out, size_t os, int pf) {
+    const int G = g2_g(t), NS = G / 32, I8 = g2_i8(t), UPG = g2_upg(t);
+    const int64_t nb = K / 32, ng = K / G;
+    const size_t SB = g2_sb(t), UB = g2_ub(t);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[G2_NT];
+    UNROLL
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *u = grp + (size_t)(g / UPG) * UB;
+        const int h = (int)(g % UPG);
+        __m256 ag[G2_NT];
+        UNROLL
+        for (int j = 0; j < NT; j++) ag[j] = _mm256_setzero_ps();
+        for (int s = 0; s < NS; s++) {
+            const int64_t b = g * NS + s;
+            const uint8_t *q = u + 32 + (size_t)(h * NS + s) * SB;
+            if (pf) /* a group's first token tile streams it from DRAM: fetch ahead (a hint) */
+                for (size_t l = 0; l < SB; l += 64) _mm_prefetch((const char *)q + P2_PF + l, _MM_HINT_T0);
+            __m256i ia[G2_NT];
+            if (I8) {
+                UNROLL
+                for (int c = 0; c < 8; c++) {
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                    const __m256i aw = _mm256_abs_epi8(wv);
+                    UNROLL
+                    for (int j = 0; j < NT; j++) {
+                        const uint8_t *a = (const uint8_t *)((const a8_block *)(act + (size_t)j * as) + b)->qs;
+                        const __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(bc32(a + 4 * c), wv)), ones);
+                        ia[j] = c == 0 ? d : _mm256_add_epi32(ia[j], d);
+                    }
+                }
+            } else { /* the sub-block's 8 weight vectors once, then token by token (as Q4_0) */
+                __m256i wl[4], wh[4];
+                UNROLL
+                for (int c = 0; c < 4; c++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                    wl[c] = _mm256_and_si256(v, m4);
+                    wh[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                }
+                UNROLL
+                for (int j = 0; j < NT; j++) {
+                    const uint8_t *a = (const uint8_t *)((const a8_block *)(act + (size_t)j * as) + b)->qs;
+                    __m256i p[4];
+                    UNROLL
+                    for (int c = 0; c < 4; c++)
+                        p[c] = _mm256_add_epi16(_mm256_maddubs_epi16(wl[c], bc32(a + 4 * c)),
+                                                _mm256_maddubs_epi16(wh[c], bc32(a + 16 + 4 * c)));
+                    const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+                    ia[j] = _mm256_madd_epi16(s16, ones);
+                }
+            }
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + b;
+                ag[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[j]), _mm256_set1_ps(ab->d[0]), ag[j]);
+            }
+        }
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(u + 16 * h)));
+        UNROLL
+        for (int j = 0; j < NT; j++) acc[j] = _mm256_fmadd_ps(dv, ag[j], acc[j]);
+        if (!I8) {
+            const __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(u + 16)));
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const float *ds = (const float *)((const a8_block *)(act + (size_t)j * as) + nb) + g * NS;
+                float sg = ds[0];
+                for (int s = 1; s < NS; s++) sg += ds[s];
+                acc[j] = _mm256_fmadd_ps(mv, _mm256_set1_ps(sg), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+/* Groups in order; per group the full token tiles, then the rest one token at a time. */
+#define G2_FNS(name, T)                                                                        \
+    static size_t p2_gb_##name(int64_t K) {                                                    \
+        return g2_gb(T, K);                                                                    \
+    }                                                                                          \
+    static void p2_pack_##name(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {         \
+        g2_pack(T, dst, w, rb, K);                                                             \
+    }                                                                                          \
+    static void p2_gemm_##name(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act,  \
+                               size_t as, int64_t K, float *out, size_t os, int32_t nt) {      \
+        for (int64_t g = 0; g < ng; g++) {                                                     \
+            const uint8_t *gp = grp + (size_t)g * gb;                                          \
+            float *og = out + (size_t)g * P2_NR;                                               \
+            int32_t j = 0;                                                                     \
+            for (; j + G2_NT <= nt; j += G2_NT)                                                \
+                g2_body(G2_NT, T, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0); \
+            for (; j < nt; j++)                                                                \
+                g2_body(1, T, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0); \
+        }                                                                                      \
+    }
+G2_FNS(i8_g64, IFD_TYPE_I8_G64)
+G2_FNS(i8_g128, IFD_TYPE_I8_G128)
+G2_FNS(i4_g64, IFD_TYPE_I4_G64)
+G2_FNS(i4_g128, IFD_TYPE_I4_G128)
+G2_FNS(q4_1, GGML_TYPE_Q4_1)
+/* ---- end packed INT8 / INT4 groups and Q4_1 ----------------------------------------------- */
 
 /* Q4_K group layout, per super-block (1184 bytes): f16 d[8], f16 dmin[8], u8 sc[8][8]
  * (sub-block x row), u8 m[8][8], then per 64-element chunk c the 32 nibble bytes of each
@@ -1631,6 +1829,10 @@ static const kern_table k2_table = {
              [GGML_TYPE_Q5_0] = KERN_GEMM(q5_0, INR, INT),
              [GGML_TYPE_Q5_1] = KERN_GEMM(q5_1, INR, INT),
              [GGML_TYPE_IQ4_NL] = KERN_GEMM(iq4_nl, INR, INT),
+             [IFD_TYPE_I8_G64] = KERN_GEMM(i8_g64, INR, INT), /* INT8 / INT4 groups */
+             [IFD_TYPE_I8_G128] = KERN_GEMM(i8_g128, INR, INT),
+             [IFD_TYPE_I4_G64] = KERN_GEMM(i4_g64, INR, INT),
+             [IFD_TYPE_I4_G128] = KERN_GEMM(i4_g128, INR, INT),
              [GGML_TYPE_F32] = KERN_GEMM(f32, FNR, FNT),
              [GGML_TYPE_F16] = KERN_GEMM(f16, FNR, FNT),
              [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},
@@ -1639,6 +1841,11 @@ static const kern_table k2_table = {
     .attn = k2_attn,
     .pack = {[GGML_TYPE_Q4_0] = {P2_NR, p2_gb_q4_0, p2_pack_q4_0, p2_gemm_q4_0},
              [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0},
+             [IFD_TYPE_I8_G64] = {P2_NR, p2_gb_i8_g64, p2_pack_i8_g64, p2_gemm_i8_g64},
+             [IFD_TYPE_I8_G128] = {P2_NR, p2_gb_i8_g128, p2_pack_i8_g128, p2_gemm_i8_g128},
+             [IFD_TYPE_I4_G64] = {P2_NR, p2_gb_i4_g64, p2_pack_i4_g64, p2_gemm_i4_g64},
+             [IFD_TYPE_I4_G128] = {P2_NR, p2_gb_i4_g128, p2_pack_i4_g128, p2_gemm_i4_g128},
+             [GGML_TYPE_Q4_1] = {P2_NR, p2_gb_q4_1, p2_pack_q4_1, p2_gemm_q4_1},
              [GGML_TYPE_Q4_K] = {P2_NR, p2_gb_q4_K, p2_pack_q4_K, p2_gemm_q4_K},
              [GGML_TYPE_Q6_K] = {P2_NR, p2_gb_q6_K, p2_pack_q6_K, p2_gemm_q6_K},
              [GGML_TYPE_Q5_K] = {P2_NR, p2_gb_q5_K, p2_pack_q5_K, p2_gemm_q5_K},

@@ -399,17 +399,42 @@ KERN_TILES(q6_K, kq_tile, GGML_TYPE_Q6_K, KQ_NR, KQ_NT, K / QK_K)
  * Per lane the same sequence in every tile: per pair, dot FMA then (min types) the
  * min FMA m * dsum (explicit FMAs: no contraction can differ between bodies); the decode body forms the same lane values for two pairs at a time. */
 
+AI int b32_is_i8(ggml_type t) {
+    return t == IFD_TYPE_I8_G64 || t == IFD_TYPE_I8_G128;
+}
+AI int b32_is_i4(ggml_type t) {
+    return t == IFD_TYPE_I4_G64 || t == IFD_TYPE_I4_G128;
+}
+/* Elements per scale group: 32 for the block family, 64 / 128 for the INT8 / INT4 types. */
+AI int b32_grp(ggml_type t) {
+    return t == IFD_TYPE_I8_G64 || t == IFD_TYPE_I4_G64 ? 64
+           : t == IFD_TYPE_I8_G128 || t == IFD_TYPE_I4_G128 ? 128 : 32;
+}
+/* Bytes of one scale group (a block of the family). */
 AI size_t b32_bytes(ggml_type t) {
+    if (b32_is_i8(t)) return 2 + (size_t)b32_grp(t);
+    if (b32_is_i4(t)) return 4 + (size_t)b32_grp(t) / 2;
     return t == GGML_TYPE_Q4_1 ? 20 : t == GGML_TYPE_Q5_0 ? 22 : t == GGML_TYPE_Q5_1 ? 24 : 18;
 }
 AI size_t b32_qs_off(ggml_type t) {
+    if (b32_is_i8(t)) return 2;
+    if (b32_is_i4(t)) return 4;
     return t == GGML_TYPE_Q4_1 ? 4 : t == GGML_TYPE_Q5_0 ? 6 : t == GGML_TYPE_Q5_1 ? 8 : 2;
 }
 AI int b32_has_min(ggml_type t) {
-    return t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1;
+    return t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_1 || b32_is_i4(t);
 }
 AI int b32_has_qh(ggml_type t) {
     return t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1;
+}
+/* The header (f16 d, then m) of the scale group holding 32-element sub-block b, and
+ * sub-block b's quants (INT8: 32 bytes; the others: 16 nibble bytes). */
+AI const uint8_t *b32_hdr(ggml_type t, const uint8_t *row, int64_t b) {
+    return row + (size_t)(b / (b32_grp(t) / 32)) * b32_bytes(t);
+}
+AI const uint8_t *b32_qs(ggml_type t, const uint8_t *row, int64_t b) {
+    const int ns = b32_grp(t) / 32;
+    return b32_hdr(t, row, b) + b32_qs_off(t) + (size_t)(b % ns) * (b32_is_i8(t) ? 32 : 16);
 }
 static inline uint32_t ld32u(const uint8_t *p) {
     uint32_t v;
@@ -418,20 +443,28 @@ static inline uint32_t ld32u(const uint8_t *p) {
 }
 
 /* Unsigned weight bytes of blocks 2p, 2p+1 (only 2p when half: the other half's bytes
- * meet zero activations and a zero scale). */
+ * meet zero activations and a zero scale). INT8: q + 128 (traits q_signed: the -128 *
+ * sum offset vector). */
 AI __m512i b32_pair_q(ggml_type t, const uint8_t *row, int64_t p, int half) {
-    const size_t bb = b32_bytes(t), qo = b32_qs_off(t);
-    const uint8_t *b0 = row + (size_t)p * 2 * bb;
-    const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + qo)));
+    const uint8_t *q0 = b32_qs(t, row, 2 * p);
+    if (b32_is_i8(t)) {
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)q0);
+        const __m256i hi = half ? _mm256_set1_epi8((char)0x80)
+                                : _mm256_loadu_si256((const __m256i *)b32_qs(t, row, 2 * p + 1));
+        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+    }
+    const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q0));
     const __m256i hi = half ? _mm256_setzero_si256()
-                            : _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + bb + qo)));
+                            : _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b32_qs(t, row, 2 * p + 1)));
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     const __m512i sh = _mm512_set_epi64(0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
                                         0x0004000400040004LL, 0x0004000400040004LL, 0, 0);
     __m512i q = _mm512_and_si512(_mm512_srlv_epi16(v, sh), _mm512_set1_epi8(0x0F));
     if (b32_has_qh(t)) {
         const size_t ho = t == GGML_TYPE_Q5_0 ? 2 : 4;
-        const uint64_t h = (uint64_t)ld32u(b0 + ho) | (half ? 0 : (uint64_t)ld32u(b0 + bb + ho) << 32);
+        const uint64_t h = (uint64_t)ld32u(b32_hdr(t, row, 2 * p) + ho) |
+                           (half ? 0 : (uint64_t)ld32u(b32_hdr(t, row, 2 * p + 1) + ho) << 32);
         q = _mm512_mask_add_epi8(q, (__mmask64)h, q, _mm512_set1_epi8(0x10));
     }
     if (t == GGML_TYPE_IQ4_NL) {
@@ -442,11 +475,9 @@ AI __m512i b32_pair_q(ggml_type t, const uint8_t *row, int64_t p, int half) {
     return q;
 }
 
-/* f16 field at byte offset off of blocks 2p, 2p+1 as a pair vector (see dw_pair). */
+/* f16 field at byte offset off of the headers of blocks 2p, 2p+1 as a pair vector (see dw_pair). */
 AI __m512 b32_pair_h(ggml_type t, const uint8_t *row, int64_t p, int half, size_t off) {
-    const size_t bb = b32_bytes(t);
-    const uint8_t *b0 = row + (size_t)p * 2 * bb + off;
-    return dw_pair(ld16(b0), half ? 0 : ld16(b0 + bb));
+    return dw_pair(ld16(b32_hdr(t, row, 2 * p) + off), half ? 0 : ld16(b32_hdr(t, row, 2 * p + 1) + off));
 }
 
 /* The min term lanes of pair p for one token: lane 0 dsum[2p], lane 8 dsum[2p+1]
@@ -460,10 +491,10 @@ AI __m512 b32_pair_ds(const float *dsum, int64_t p, int half) {
 /* The f16 field at offset off of blocks 2p .. 2p+3 (pairs p, p+1), to f32, times
  * v4[0..3] (v4 NULL: as they are). */
 AI __m128 b32_quad_h(ggml_type t, const uint8_t *row, int64_t p, size_t off, const float *v4) {
-    const size_t bb = b32_bytes(t);
-    const uint8_t *b0 = row + (size_t)p * 2 * bb + off;
-    const uint64_t h = (uint64_t)ld16(b0) | (uint64_t)ld16(b0 + bb) << 16 |
-                       (uint64_t)ld16(b0 + 2 * bb) << 32 | (uint64_t)ld16(b0 + 3 * bb) << 48;
+    const uint64_t h = (uint64_t)ld16(b32_hdr(t, row, 2 * p) + off) |
+                       (uint64_t)ld16(b32_hdr(t, row, 2 * p + 1) + off) << 16 |
+                       (uint64_t)ld16(b32_hdr(t, row, 2 * p + 2) + off) << 32 |
+                       (uint64_t)ld16(b32_hdr(t, row, 2 * p + 3) + off) << 48;
     const __m128 f = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)h));
     return v4 ? _mm_mul_ps(f, _mm_loadu_ps(v4)) : f;
 }
@@ -476,7 +507,7 @@ AI void b32_step(const int NR, const int NT, ggml_type t, const uint8_t *w0, siz
     __m512 dw[4], mw[4];
     for (int r = 0; r < NR; r++) {
         const uint8_t *wr = w0 + (size_t)r * row_bytes;
-        if (NR > 1) _mm_prefetch((const char *)wr + (size_t)p * 2 * b32_bytes(t) + PF_BYTES, _MM_HINT_T0);
+        if (NR > 1) _mm_prefetch((const char *)b32_hdr(t, wr, 2 * p) + PF_BYTES, _MM_HINT_T0);
         wq[r] = b32_pair_q(t, wr, p, half);
         dw[r] = b32_pair_h(t, wr, p, half, 0);
         if (b32_has_min(t)) mw[r] = _mm512_maskz_mov_ps(0x0101, b32_pair_h(t, wr, p, half, 2));
@@ -547,6 +578,11 @@ KERN_TILES(q4_1, b32_tile, GGML_TYPE_Q4_1, 4, 4, K / 32)
 KERN_TILES(q5_0, b32_tile, GGML_TYPE_Q5_0, 4, 4, K / 32)
 KERN_TILES(q5_1, b32_tile, GGML_TYPE_Q5_1, 4, 4, K / 32)
 KERN_TILES(iq4_nl, b32_tile, GGML_TYPE_IQ4_NL, 4, 4, K / 32)
+/* INT8 / INT4 groups: G / 32 sub-blocks under one header (b32_hdr / b32_qs) */
+KERN_TILES(i8_g64, b32_tile, IFD_TYPE_I8_G64, 4, 4, K / 32)
+KERN_TILES(i8_g128, b32_tile, IFD_TYPE_I8_G128, 4, 4, K / 32)
+KERN_TILES(i4_g64, b32_tile, IFD_TYPE_I4_G64, 4, 4, K / 32)
+KERN_TILES(i4_g128, b32_tile, IFD_TYPE_I4_G128, 4, 4, K / 32)
 /* ---- end of the 32-element block family ---------------------------------------------- */
 
 /* ---- Q5_K / Q3_K / Q2_K / IQ4_XS, integer path (unpacked tiles) ----------------------
@@ -973,6 +1009,174 @@ PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_1, PK_KNT)
 #define PK_NL_NT(g, a, as, K, o, os, pf) pk_a8_body(PK_NT, GGML_TYPE_IQ4_NL, g, a, as, (K) / 32, o, os, pf)
 #define PK_NL_1(g, a, as, K, o, os, pf) pk_a8_body(1, GGML_TYPE_IQ4_NL, g, a, as, (K) / 32, o, os, pf)
 PK_GEMM(pk_gemm_iq4_nl, PK_NL_NT, PK_NL_1, PK_NT)
+
+/* ---- packed INT8 / INT4 groups and Q4_1: 16 rows in lanes ------------------------------
+ * IFD_TYPE_I8_G64 / I8_G128 (w = d*q, q int8), IFD_TYPE_I4_G64 / I4_G128 and Q4_1 (its
+ * group-32 case: w = d*q + m, q 0..15), one body parameterised by the group size G and
+ * the bits. The Q8_0 / Q4_0 interleave (column group c of row i at 64 c + 4 i, VPDPBUSD
+ * with a {1to16} broadcast of 4 activation bytes), per group of G elements:
+ *   per 32-element sub-block s: isum = int dot (I8: started at the activation's -128 *
+ *   sum offset, the weights stored as q + 128), ag = fma(float(isum), d_a[s], ag);
+ *   then out = fma(d_w, ag, out) and (INT4) out = fma(m_w, dsum_g, out) with dsum_g the
+ *   sum in sub-block order of the group's d_a * sum(a) (a scalar per token).
+ * The integer dot is exact, so its chains are free: decode (one token) splits INT4's in
+ * two (low / high nibbles) to halve the VPDPBUSD latency chain; the isum is the same.
+ * Per lane (row, token) the sequence is fixed whatever the token tile: batch invariant,
+ * decode and prefill bit-identical.
+ *
+ * Group layout, unit by unit (INT8: a pair of groups, INT4 / Q4_1: one group): a 64-byte
+ * header (INT8: f16 d[2][16], the pair's scales; INT4: f16 d[16], f16 m[16]), then the
+ * unit's sub-blocks, SB bytes each of 16 rows (INT8: 8 column groups = 512 bytes, as w +
+ * 128; INT4: 4 column groups of the 16 nibble bytes = 256). An odd last INT8 group leaves
+ * its pair's second half zero (never read). Exactly the original's bytes up to that pad. */
+
+#define GP_NT 8 /* tokens per tile */
+
+AI int gp_i8(ggml_type t) {
+    return t == IFD_TYPE_I8_G64 || t == IFD_TYPE_I8_G128;
+}
+AI int gp_g(ggml_type t) {
+    return t == GGML_TYPE_Q4_1 ? 32 : t == IFD_TYPE_I8_G128 || t == IFD_TYPE_I4_G128 ? 128 : 64;
+}
+AI int gp_upg(ggml_type t) { /* groups per unit */
+    return gp_i8(t) ? 2 : 1;
+}
+AI size_t gp_sb(ggml_type t) { /* bytes of one sub-block of the 16 rows */
+    return gp_i8(t) ? 512 : 256;
+}
+AI size_t gp_ub(ggml_type t) { /* bytes of one unit */
+    return 64 + (size_t)gp_upg(t) * (size_t)(gp_g(t) / 32) * gp_sb(t);
+}
+AI size_t gp_gb(ggml_type t, int64_t K) {
+    const int64_t ng = K / gp_g(t);
+    return (size_t)((ng + gp_upg(t) - 1) / gp_upg(t)) * gp_ub(t);
+}
+
+AI void gp_pack(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    const int G = gp_g(t), NS = G / 32, I8 = gp_i8(t);
+    const size_t SB = gp_sb(t), UB = gp_ub(t), GB = I8 ? 2 + (size_t)G : 4 + (size_t)G / 2;
+    const int64_t ng = K / G;
+    memset(dst, 0, gp_gb(t, K));
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t *u = dst + (size_t)(g / gp_upg(t)) * UB;
+        const int h = (int)(g % gp_upg(t));
+        for (int i = 0; i < PK_NR; i++) {
+            const uint8_t *blk = w + (size_t)i * rb + (size_t)g * GB;
+            memcpy(u + 32 * h + 2 * i, blk, 2); /* d */
+            if (!I8) memcpy(u + 32 + 2 * i, blk + 2, 2); /* m */
+            for (int s = 0; s < NS; s++) {
+                uint8_t *q = u + 64 + (size_t)(h * NS + s) * SB;
+                if (I8) {
+                    for (int c = 0; c < 8; c++)
+                        for (int k = 0; k < 4; k++)
+                            q[64 * c + 4 * i + k] = (uint8_t)(blk[2 + 32 * s + 4 * c + k] ^ 0x80);
+                } else {
+                    for (int c = 0; c < 4; c++)
+                        for (int k = 0; k < 4; k++) q[64 * c + 4 * i + k] = blk[4 + 16 * s + 4 * c + k];
+                }
+            }
+        }
+    }
+}
+
+/* One 16-row group x NT tokens: out[j * os + i]. */
+AI void gp_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
+                int64_t K, float *out, size_t os, int pf) {
+    const int G = gp_g(t), NS = G / 32, I8 = gp_i8(t), UPG = gp_upg(t);
+    const int64_t nb = K / 32, np = (nb + 1) / 2, ng = K / G;
+    const size_t SB = gp_sb(t), UB = gp_ub(t);
+    const float *da[GP_NT], *ds[GP_NT];
+    const int32_t *bo[GP_NT];
+    __m512 acc[GP_NT];
+    for (int j = 0; j < NT; j++) {
+        const uint8_t *aj = act + (size_t)j * as;
+        da[j] = (const float *)(aj + a8_da_offset(np));
+        bo[j] = (const int32_t *)(aj + a8_boff_offset(np));
+        ds[j] = (const float *)(aj + a8_dsum_offset(np));
+        acc[j] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *u = grp + (size_t)(g / UPG) * UB;
+        const int h = (int)(g % UPG);
+        __m512 ag[GP_NT];
+        for (int j = 0; j < NT; j++) ag[j] = _mm512_setzero_ps();
+        for (int s = 0; s < NS; s++) {
+            const int64_t b = g * NS + s;
+            const uint8_t *q = u + 64 + (size_t)(h * NS + s) * SB;
+            const size_t aoff = (size_t)(b >> 1) * sizeof(a8_pair) + 32 * (size_t)(b & 1);
+            if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
+                for (size_t l = 0; l < SB; l += 64) _mm_prefetch((const char *)q + PK_PF + l, _MM_HINT_T0);
+            __m512i ia[GP_NT];
+            for (int j = 0; j < NT; j++) ia[j] = I8 ? _mm512_set1_epi32(bo[j][b]) : _mm512_setzero_si512();
+            if (I8) {
+                for (int c = 0; c < 8; c++) {
+                    const __m512i v = _mm512_load_si512(q + 64 * c);
+                    for (int j = 0; j < NT; j++) {
+                        const uint8_t *a = act + (size_t)j * as + aoff;
+                        ia[j] = _mm512_dpbusd_epi32(ia[j], v, _mm512_set1_epi32(ld32i(a + 4 * c)));
+                    }
+                }
+            } else if (NT == 1) { /* decode: two integer chains (exact: the same isum) */
+                __m512i ib = _mm512_setzero_si512();
+                for (int c = 0; c < 4; c++) {
+                    const __m512i v = _mm512_load_si512(q + 64 * c);
+                    ia[0] = _mm512_dpbusd_epi32(ia[0], _mm512_and_si512(v, m4), _mm512_set1_epi32(ld32i(act + aoff + 4 * c)));
+                    ib = _mm512_dpbusd_epi32(ib, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                             _mm512_set1_epi32(ld32i(act + aoff + 16 + 4 * c)));
+                }
+                ia[0] = _mm512_add_epi32(ia[0], ib);
+            } else {
+                for (int c = 0; c < 4; c++) {
+                    const __m512i v = _mm512_load_si512(q + 64 * c);
+                    const __m512i lo = _mm512_and_si512(v, m4);
+                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    for (int j = 0; j < NT; j++) {
+                        const uint8_t *a = act + (size_t)j * as + aoff;
+                        ia[j] = _mm512_dpbusd_epi32(ia[j], lo, _mm512_set1_epi32(ld32i(a + 4 * c)));
+                        ia[j] = _mm512_dpbusd_epi32(ia[j], hi, _mm512_set1_epi32(ld32i(a + 16 + 4 * c)));
+                    }
+                }
+            }
+            for (int j = 0; j < NT; j++)
+                ag[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[j]), _mm512_set1_ps(da[j][b]), ag[j]);
+        }
+        const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(u + 32 * h)));
+        for (int j = 0; j < NT; j++) acc[j] = _mm512_fmadd_ps(dv, ag[j], acc[j]);
+        if (!I8) {
+            const __m512 mv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(u + 32)));
+            for (int j = 0; j < NT; j++) {
+                float sg = ds[j][g * NS];
+                for (int s = 1; s < NS; s++) sg += ds[j][g * NS + s];
+                acc[j] = _mm512_fmadd_ps(mv, _mm512_set1_ps(sg), acc[j]);
+            }
+        }
+    }
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
+}
+
+#define GP_FNS(name, T)                                                                        \
+    static size_t pk_gb_##name(int64_t K) {                                                    \
+        return gp_gb(T, K);                                                                    \
+    }                                                                                          \
+    static void pk_pack_##name(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {         \
+        gp_pack(T, dst, w, rb, K);                                                             \
+    }                                                                                          \
+    AI void pk_##name##_nt(const uint8_t *g, const uint8_t *a, size_t as, int64_t K, float *o, \
+                           size_t os, int pf) {                                                \
+        gp_body(GP_NT, T, g, a, as, K, o, os, pf);                                             \
+    }                                                                                          \
+    AI void pk_##name##_1(const uint8_t *g, const uint8_t *a, size_t as, int64_t K, float *o,  \
+                          size_t os, int pf) {                                                 \
+        gp_body(1, T, g, a, as, K, o, os, pf);                                                 \
+    }                                                                                          \
+    PK_GEMM(pk_gemm_##name, pk_##name##_nt, pk_##name##_1, GP_NT)
+GP_FNS(i8_g64, IFD_TYPE_I8_G64)
+GP_FNS(i8_g128, IFD_TYPE_I8_G128)
+GP_FNS(i4_g64, IFD_TYPE_I4_G64)
+GP_FNS(i4_g128, IFD_TYPE_I4_G128)
+GP_FNS(q4_1, GGML_TYPE_Q4_1)
+/* ---- end packed INT8 / INT4 groups and Q4_1 ----------------------------------------------- */
 
 /* Q6_K group layout, per super-block (3392 bytes): f16 d[16] (64 bytes with padding),
  * int8 sc[16][16] (scale group x row), then per 64-element chunk c (elements 64c ..
@@ -1873,6 +2077,10 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q5_0] = KERN_GEMM(q5_0, 4, 4),
              [GGML_TYPE_Q5_1] = KERN_GEMM(q5_1, 4, 4),
              [GGML_TYPE_IQ4_NL] = KERN_GEMM(iq4_nl, 4, 4),
+             [IFD_TYPE_I8_G64] = KERN_GEMM(i8_g64, 4, 4), /* INT8 / INT4 groups */
+             [IFD_TYPE_I8_G128] = KERN_GEMM(i8_g128, 4, 4),
+             [IFD_TYPE_I4_G64] = KERN_GEMM(i4_g64, 4, 4),
+             [IFD_TYPE_I4_G128] = KERN_GEMM(i4_g128, 4, 4),
              [GGML_TYPE_F32] = KERN_GEMM(f32, FNR, FNT),
              [GGML_TYPE_F16] = KERN_GEMM(f16, FNR, FNT),
              [GGML_TYPE_BF16] = KERN_GEMM(bf16, FNR, FNT)},
@@ -1885,6 +2093,11 @@ static const kern_table k5_table = {
              [GGML_TYPE_Q3_K] = {PK_NR, pk_gb_q3_K, pk_pack_q3_K, pk_gemm_q3_K},
              [GGML_TYPE_Q2_K] = {PK_NR, pk_gb_q2_K, pk_pack_q2_K, pk_gemm_q2_K},
              [GGML_TYPE_IQ4_NL] = {PK_NR, pk_gb_q4_0, pk_pack_q4_0, pk_gemm_iq4_nl}, /* Q4_0's layout */
+             [IFD_TYPE_I8_G64] = {PK_NR, pk_gb_i8_g64, pk_pack_i8_g64, pk_gemm_i8_g64},
+             [IFD_TYPE_I8_G128] = {PK_NR, pk_gb_i8_g128, pk_pack_i8_g128, pk_gemm_i8_g128},
+             [IFD_TYPE_I4_G64] = {PK_NR, pk_gb_i4_g64, pk_pack_i4_g64, pk_gemm_i4_g64},
+             [IFD_TYPE_I4_G128] = {PK_NR, pk_gb_i4_g128, pk_pack_i4_g128, pk_gemm_i4_g128},
+             [GGML_TYPE_Q4_1] = {PK_NR, pk_gb_q4_1, pk_pack_q4_1, pk_gemm_q4_1},
              [GGML_TYPE_F32] = {FP_NR, fp_gb_f32, fp_pack_f32, fp_gemm_f32},
              [GGML_TYPE_F16] = {FP_NR, fp_gb_h, fp_pack_f16, fp_gemm_f16},
              [GGML_TYPE_BF16] = {FP_NR, fp_gb_h, fp_pack_bf16, fp_gemm_bf16}},
