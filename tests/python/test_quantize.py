@@ -221,7 +221,11 @@ def test_greedy_sane(inferd_bin, bits, g, agree):
 
 
 def perplexity(inferd_bin, *extra):
-    p = run(inferd_bin, "perplexity", "-m", MODEL, "-f", VALID, "--ctx", 256, *extra, timeout=1800)
+    return perplexity_of(inferd_bin, MODEL, *extra)
+
+
+def perplexity_of(inferd_bin, model, *extra):
+    p = run(inferd_bin, "perplexity", "-m", model, "-f", VALID, "--ctx", 256, *extra, timeout=1800)
     assert p.returncode == 0, p.stderr[-2000:]
     m = re.search(r"^ppl ([0-9.]+) \+/- ([0-9.]+)$", p.stdout, re.M)
     assert m, p.stdout
@@ -413,17 +417,28 @@ def test_quantize_errors(inferd_bin, tmp_path, offline):
     assert p.returncode == 1 and str(tmp_path) in p.stderr
 
 
-def test_kquant_without_quantizer(inferd_bin, tmp_path):
-    """q4_k / q5_k / q6_k: another part of the work supplies the quantizers; until it
-    does, a clear error; once it has, the file loads."""
-    for t, name in [("q4_k", "Q4_K"), ("q5_k", "Q5_K"), ("q6_k", "Q6_K")]:
-        out = tmp_path / f"{t}.gguf"
-        p = run(inferd_bin, "quantize", MODEL, out, "--type", t)
-        if p.returncode == 0:
-            logits_text(inferd_bin, out)
-        else:
-            assert p.returncode == 1 and f"no {name} quantizer" in p.stderr, p.stderr
-            assert not out.exists()
+@pytest.mark.parametrize("t,name,limit", [("q4_k", "Q4_K", 0.02), ("q5_k", "Q5_K", 0.01), ("q6_k", "Q6_K", 0.005)])
+def test_kquant_offline(inferd_bin, tmp_path, ppl_f32, t, name, limit):
+    """q4_k / q5_k / q6_k (the K-quant quantizers of quant_kq.c): every linear matrix of
+    the file has the type, its perplexity is within the limit over F32 (Q4_K as Q4_0's
+    +2%), and llama.cpp reads it and computes what inferd does."""
+    out = tmp_path / f"{t}.gguf"
+    p = run(inferd_bin, "quantize", MODEL, out, "--type", t)
+    assert p.returncode == 0, p.stderr
+    assert f"28 matrices to {name}" in p.stderr
+    _, tensors = read_gguf(out)
+    ids = {10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K"}
+    lin = [x for x in tensors if x["name"].startswith("blk.") and x["name"].rsplit(".", 2)[-2] in LINEAR]
+    assert len(lin) == 28 and all(ids.get(x["type"]) == name for x in lin)
+    ppl = perplexity_of(inferd_bin, out)
+    print(f"{t}: ppl {ppl:.4f} (F32 {ppl_f32:.4f}, {100 * (ppl / ppl_f32 - 1):+.2f}%)")
+    assert ppl <= ppl_f32 * (1 + limit) and ppl != ppl_f32
+    lc = require_module("llama_cpp", "pip install -r requirements-dev.txt (llama-cpp-python)")
+    lids, want = llama_logits(lc, out)
+    got = as_array(logits_text(inferd_bin, out, ids=lids)[0], len(lids))
+    diff = float(np.max(np.abs(got - want)))
+    print(f"{t}: max |inferd - llama.cpp| {diff:.4g}")
+    assert diff <= LLAMA_BOUND
 
 
 def test_undeclared_ifd_types_refused(inferd_bin, offline, tmp_path):
