@@ -530,6 +530,13 @@ float quant_dot_ref(ggml_type t, const void *row, const float *x, int64_t n) {
     return qt->dot(row, x, n);
 }
 
+/* (int)v for a quantizer's rounding, defined for every float: NaN -> 0, beyond +-2^30
+ * saturated (a weight file may hold NaN or huge values; the cast alone would be
+ * undefined). Finite values in range cast as before, so the bytes do not change. */
+static inline int cast_int(float v) {
+    return v != v ? 0 : v < -1073741824.0f ? -1073741824 : v > 1073741824.0f ? 1073741824 : (int)v;
+}
+
 void quant_quantize_row_q8_0(const float *x, block_q8_0 *out, int64_t n) {
     IFD_ASSERT(n % QK8_0 == 0);
     for (int64_t b = 0; b < n / QK8_0; b++) {
@@ -538,7 +545,7 @@ void quant_quantize_row_q8_0(const float *x, block_q8_0 *out, int64_t n) {
         for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
         const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
         out[b].d = ifd_f32_to_fp16(d);
-        for (int j = 0; j < QK8_0; j++) out[b].qs[j] = (int8_t)roundf(xb[j] * id);
+        for (int j = 0; j < QK8_0; j++) out[b].qs[j] = (int8_t)cast_int(roundf(xb[j] * id));
     }
 }
 
@@ -562,7 +569,7 @@ void quant_quantize_row_q4_0(const float *x, block_q4_0 *out, int64_t n) {
         const float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
         out[b].d = ifd_f32_to_fp16(d);
         for (int j = 0; j < QK4_0 / 2; j++) {
-            int q0 = (int)(xb[j] * id + 8.5f), q1 = (int)(xb[j + QK4_0 / 2] * id + 8.5f);
+            int q0 = cast_int(xb[j] * id + 8.5f), q1 = cast_int(xb[j + QK4_0 / 2] * id + 8.5f);
             q0 = q0 > 15 ? 15 : q0;
             q1 = q1 > 15 ? 15 : q1;
             out[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
@@ -582,7 +589,7 @@ static void quant_block_min(const float *xb, int qmax, ifd_fp16 *d16, ifd_fp16 *
     *d16 = ifd_f32_to_fp16(d);
     *m16 = ifd_f32_to_fp16(mn);
     for (int j = 0; j < 32; j++) {
-        const int v = (int)((xb[j] - mn) * id + 0.5f);
+        const int v = cast_int((xb[j] - mn) * id + 0.5f);
         q[j] = (uint8_t)(v < 0 ? 0 : v > qmax ? qmax : v);
     }
 }
@@ -618,7 +625,7 @@ void quant_quantize_row_q5_0(const float *x, block_q5_0 *out, int64_t n) {
         out[b].d = ifd_f32_to_fp16(d);
         uint32_t qh = 0;
         for (int j = 0; j < QK4_0; j++) {
-            int v = (int)(xb[j] * id + 16.5f);
+            int v = cast_int(xb[j] * id + 16.5f);
             v = v < 0 ? 0 : v > 31 ? 31 : v;
             qh |= (uint32_t)(v >> 4) << j;
             if (j < 16)
@@ -683,7 +690,8 @@ void quant_quantize_row_int8(const float *x, void *out, int64_t n, int g) {
         int8_t *q = (int8_t *)(p + 2);
         for (int j = 0; j < g; j++) {
             const float v = roundf(x[j] * id);
-            q[j] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : v);
+            /* NaN -> 127, as model_quant.c's inline rounding */
+            q[j] = (int8_t)(v != v ? 127 : v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
         }
     }
 }
@@ -706,7 +714,7 @@ void quant_quantize_row_int4(const float *x, void *out, int64_t n, int g) {
             uint8_t q[32];
             for (int j = 0; j < 32; j++) {
                 const float v = roundf((x[s * 32 + j] - m) * id);
-                q[j] = (uint8_t)(v < 0.0f ? 0 : v > 15.0f ? 15 : v);
+                q[j] = (uint8_t)(!(v > 0.0f) ? 0 : v > 15.0f ? 15 : (int)v); /* NaN -> 0 */
             }
             for (int j = 0; j < 16; j++) p[4 + s * 16 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
         }
