@@ -458,3 +458,26 @@ def test_undeclared_ifd_types_refused(inferd_bin, offline, tmp_path):
         cut.write_bytes(src[:n])
         p = run(inferd_bin, "logits", "-m", cut, "--ids", "1 2")
         assert p.returncode == 1 and "gguf: " in p.stderr, p.stderr
+
+
+def test_nan_and_huge_weights(inferd_bin, tmp_path):
+    """A weight file holding NaN, infinities and 1e38 in a linear matrix: every --type
+    converts it without undefined behaviour (the casts are defined) and the file loads
+    and generates."""
+    b = bytearray(MODEL.read_bytes())
+    _, tensors = read_gguf(MODEL)
+    t = next(x for x in tensors if x["name"] == "blk.0.attn_q.weight")
+    at = bytes(b).find(t["bytes"][:4096])
+    assert at > 0
+    for i, v in enumerate([float("nan"), float("inf"), float("-inf"), 1e38, -1e38, 3e-45]):
+        struct.pack_into("<f", b, at + 4 * (37 * i + 5), v)
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(bytes(b))
+    for ty in ("q8_0", "q4_0", "q4_k", "q6_k", "int8", "int4"):
+        out = tmp_path / f"{ty}.gguf"
+        p = run(inferd_bin, "quantize", bad, out, "--type", ty)
+        assert p.returncode == 0, (ty, p.stderr[-2000:])
+        _, got = read_gguf(out)
+        assert len(got) == len(tensors)
+        p = run(inferd_bin, "generate", "-m", out, "-p", "ROMEO:", "-n", 4, "--temp", 0, "--ids")
+        assert p.returncode == 0, (ty, p.stderr[-2000:])
