@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # quant_ppl.sh — perplexity and weight bytes of the shakespeare target under every
 # weight format inferd has: F32, llama.cpp's Q8_0 / Q4_0 / Q4_K_M files (../shared),
-# and inferd's --quantize int8 (g128) / int4 (g32, g64, g128) on load.
+# inferd's --quantize int8 (g32, g128) / int4 (g32, g64, g128) on load, plain and
+# calibrated (--calibration: AWQ on the first half of the text, cut at a speech), and
+# inferd-made q4_k / q5_k / q6_k files.
 #
-# usage: bench/quant_ppl.sh [BUILD_DIR] [CTX]     (defaults: build, 256)
+# usage: bench/quant_ppl.sh [BUILD_DIR] [CTX]     (defaults: build, 256; KV=f32, the KV
+#        cache dtype, as llama.cpp's reference figures in ../shared/models/README.md)
 #
 # For each row: PPL of ../shared/models/shakespeare-valid.txt (`inferd perplexity --ctx
 # CTX`, llama-perplexity's method), the bytes of the linear weights (the seven matrices
@@ -18,8 +21,15 @@ BIN=$BUILD/inferd
 SHARED=../shared/models
 SRC=$SHARED/shakespeare-target.gguf
 TEXT=$SHARED/shakespeare-valid.txt
+KV=${KV:-f32}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+CALIB=$TMP/calib.txt
+python3 - "$TEXT" "$CALIB" <<'EOF'
+import sys
+t = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(t[:t.index(b"\n\n", len(t) // 2) + 2])
+EOF
 
 # bytes of the linear weights and of the file, read from the GGUF header
 gguf_bytes() {
@@ -66,7 +76,7 @@ EOF
 
 ppl() { # FILE [on-load flags...] -> "PPL +/- ERR"
   local f=$1; shift
-  "$BIN" perplexity -m "$f" -f "$TEXT" --ctx "$CTX" "$@" 2>/dev/null | sed -n 's/^ppl //p'
+  "$BIN" perplexity -m "$f" -f "$TEXT" --ctx "$CTX" --kv-cache-dtype "$KV" "$@" 2>/dev/null | sed -n 's/^ppl //p'
 }
 
 F32_LIN=$(gguf_bytes "$SRC" | cut -d' ' -f1)
@@ -79,9 +89,19 @@ row "F32" "$(ppl "$SRC")" "$SRC"
 row "Q8_0 (llama.cpp file)" "$(ppl "$SHARED/shakespeare-target-Q8_0.gguf")" "$SHARED/shakespeare-target-Q8_0.gguf"
 "$BIN" quantize "$SRC" "$TMP/int8.gguf" --type int8 2>/dev/null
 row "INT8 g128 (on load)" "$(ppl "$SRC" --quantize int8)" "$TMP/int8.gguf"
+"$BIN" quantize "$SRC" "$TMP/int8-32.gguf" --type int8 --quantize-group-size 32 2>/dev/null
+row "INT8 g32 (on load)" "$(ppl "$SRC" --quantize int8 --quantize-group-size 32)" "$TMP/int8-32.gguf"
 row "Q4_0 (llama.cpp file)" "$(ppl "$SHARED/shakespeare-target-Q4_0.gguf")" "$SHARED/shakespeare-target-Q4_0.gguf"
 row "Q4_K_M (llama.cpp)" "$(ppl "$SHARED/shakespeare-target-Q4_K_M.gguf")" "$SHARED/shakespeare-target-Q4_K_M.gguf"
 for g in 32 64 128; do
   "$BIN" quantize "$SRC" "$TMP/int4-$g.gguf" --type int4 --quantize-group-size $g 2>/dev/null
   row "INT4 g$g (on load)" "$(ppl "$SRC" --quantize int4 --quantize-group-size $g)" "$TMP/int4-$g.gguf"
+done
+for g in 32 64 128; do
+  row "INT4 g$g calibrated" "$(ppl "$SRC" --quantize int4 --quantize-group-size $g --calibration "$CALIB")" \
+    "$TMP/int4-$g.gguf"
+done
+for t in q4_k q5_k q6_k; do
+  "$BIN" quantize "$SRC" "$TMP/$t.gguf" --type $t 2>/dev/null
+  row "${t^^} (inferd file)" "$(ppl "$TMP/$t.gguf")" "$TMP/$t.gguf"
 done
