@@ -255,7 +255,7 @@ def test_bad_on_load_options(inferd_bin):
         (["--quantize-keep-layers", "0"], "need --quantize"),
         (["--quantize", "int2"], "expected one of none|int8|int4"),
         (["--quantize", "int8", "--quantize-group-size", "96"], "expected one of 32|64|128"),
-        (["--quantize", "int4", "--calibration", str(VALID)], "not available"),
+        (["--calibration", str(VALID)], "--calibration needs --quantize"),
     ]
     for extra, want in cases:
         p = run(inferd_bin, "generate", "-m", MODEL, "-p", "ROMEO:", "-n", 2, *extra)
