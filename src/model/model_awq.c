@@ -183,6 +183,20 @@ typedef struct search_job {
     size_t qrow;
 } search_job;
 
+/* The first nx sampled rows of an input, transposed ([K][nx]) so that one weight row's
+ * outputs for every sampled row come out of one loop over rows (it vectorises), each
+ * divided by the scales s folded into the weights (NULL: none). malloc'ed; NULL when
+ * out of memory. */
+static float *transposed_rows(const calib_input *in, int32_t nx, const float *s) {
+    const int64_t K = in->n;
+    float *xT = malloc((size_t)K * (size_t)nx * sizeof(float));
+    if (!xT) return NULL;
+    for (int32_t t = 0; t < nx; t++)
+        for (int64_t k = 0; k < K; k++)
+            xT[(size_t)k * (size_t)nx + (size_t)t] = in->rows[(size_t)t * (size_t)K + (size_t)k] / (s ? s[k] : 1.0f);
+    return xT;
+}
+
 /* s = mean|x|^alpha, normalised so that sqrt(max * min) = 1, never below 1e-4. */
 static void make_scales(const double *mean_abs, int64_t K, float alpha, float *s) {
     double mx = 0, mn = INFINITY;
@@ -242,13 +256,11 @@ static float search_alpha(tp *pool, const quant_traits *qt, const wmat *const *m
     float *xT = NULL;
     if (in->n_rows >= 8) {
         j.n_x = in->n_rows < AWQ_MAX_X ? in->n_rows : AWQ_MAX_X;
-        xT = malloc((size_t)K * (size_t)j.n_x * sizeof(float));
+        xT = transposed_rows(in, j.n_x, NULL);
         if (!xT) {
             *ok = false;
             return 0.0f;
         }
-        for (int32_t t = 0; t < j.n_x; t++)
-            for (int64_t k = 0; k < K; k++) xT[(size_t)k * (size_t)j.n_x + (size_t)t] = in->rows[(size_t)t * (size_t)K + (size_t)k];
         j.xT = xT;
     }
     j.qrow = quant_row_bytes(qt->type, K);
@@ -425,17 +437,12 @@ static void err_task(void *ctx, int32_t task, int32_t n_tasks, int32_t thread) {
     j->rel[task] = -1;
     if (!quant_type_supported(w->type) || K % j->qt->block_size || nx == 0 || K != in->n) return;
     float *wf = malloc((size_t)K * sizeof(float)), *wq = malloc((size_t)K * sizeof(float));
-    float *xT = malloc((size_t)nx * (size_t)K * sizeof(float));
+    float *xT = transposed_rows(in, nx, s);
     uint8_t *q = malloc(quant_row_bytes(j->qt->type, K));
     if (!wf || !wq || !xT || !q) {
         free(wf), free(wq), free(xT), free(q);
         return;
     }
-    /* the inputs the current weights see (divided by the scales folded into them),
-     * transposed so that one row's outputs for every input row come out of one loop */
-    for (int32_t t = 0; t < nx; t++)
-        for (int64_t k = 0; k < K; k++)
-            xT[(size_t)k * (size_t)nx + (size_t)t] = in->rows[(size_t)t * (size_t)K + (size_t)k] / (s ? s[k] : 1.0f);
     double e2 = 0, y2 = 0;
     const uint8_t *base = w->data;
     for (int64_t r = 0; r < w->n_rows; r++) {
