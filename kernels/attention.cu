@@ -24,6 +24,7 @@
 #include "simt.h"
 
 #include "attention.h"
+#include "kv_codec.cuh"
 
 #if defined(__CUDACC__) && !defined(IFD_SIMT_EMU)
 #define ATT_UNROLL _Pragma("unroll")
@@ -38,7 +39,9 @@ enum { ATT_THREADS = 128, ATT_NW = ATT_THREADS / 32, ATT_RPW = ATT_ROWS / ATT_NW
 typedef struct att_params {
     float *out;                  /* [n_tokens][n_heads][HD] */
     const float *q;              /* [n_tokens][n_heads][HD] */
-    const float *k, *v;          /* [n_slots][n_kv][HD] */
+    const void *k, *v;           /* [n_slots][n_kv][HD] of dtype (ktypes.h's k_kv) */
+    const float *k_scale, *v_scale; /* INT8: [n_slots][n_kv] */
+    int32_t dtype;
     const int32_t *pos;          /* [n_tokens] */
     const int32_t *seq_start;    /* [n_seqs + 1] */
     const int32_t *block_table;  /* [n_seqs][mbps] */
@@ -79,6 +82,36 @@ __device__ __forceinline__ int att_n_keys(const att_params &a, int t) {
 /* float4 loads per thread for one K (and one V) tile */
 #define ATT_NLD(DPL) (ATT_KEY_TILE * 32 * (DPL) / 4 / ATT_THREADS)
 
+/* Elements 4c .. 4c + 3 of stored row r of a pool of dtype d, as f32: the values
+ * kv_load_row gives (INT8: q * the row's scale, one rounding). The f32 arithmetic of
+ * attention then runs on them unchanged, so every dtype keeps batch invariance. */
+__device__ __forceinline__ float4 att_load4(const void *pool, const float *scale, int32_t d, size_t r, int HD,
+                                            int c) {
+    switch (d) {
+    case K_KV_F16:
+    case K_KV_BF16: {
+        const uint2 u = __ldg(reinterpret_cast<const uint2 *>(pool) + (r * HD) / 4 + c);
+        if (d == K_KV_F16)
+            return float4{kvc_f16_to_f32(u.x & 0xffffu), kvc_f16_to_f32(u.x >> 16), kvc_f16_to_f32(u.y & 0xffffu),
+                          kvc_f16_to_f32(u.y >> 16)};
+        return float4{kvc_bf16_to_f32(u.x & 0xffffu), kvc_bf16_to_f32(u.x >> 16), kvc_bf16_to_f32(u.y & 0xffffu),
+                      kvc_bf16_to_f32(u.y >> 16)};
+    }
+    case K_KV_INT8: {
+        const uint32_t u = __ldg(reinterpret_cast<const uint32_t *>(pool) + (r * HD) / 4 + c);
+        const float sc = __ldg(scale + r);
+        return float4{(float)(int8_t)(u & 0xffu) * sc, (float)(int8_t)((u >> 8) & 0xffu) * sc,
+                      (float)(int8_t)((u >> 16) & 0xffu) * sc, (float)(int8_t)(u >> 24) * sc};
+    }
+    case K_KV_FP8: {
+        const uint32_t u = __ldg(reinterpret_cast<const uint32_t *>(pool) + (r * HD) / 4 + c);
+        return float4{kvc_fp8_to_f32(u & 0xffu), kvc_fp8_to_f32((u >> 8) & 0xffu), kvc_fp8_to_f32((u >> 16) & 0xffu),
+                      kvc_fp8_to_f32(u >> 24)};
+    }
+    default: return __ldg(reinterpret_cast<const float4 *>(pool) + (r * HD) / 4 + c);
+    }
+}
+
 /* This thread's part of the K/V tile of keys [kt, kt + ATT_KEY_TILE) (zeros at keys >= k_end,
  * whose block-table entries are not read). */
 template <int DPL>
@@ -91,9 +124,9 @@ __device__ __forceinline__ void att_load_tile(const att_params &a, int seq, int 
         kx[it] = vx[it] = float4{0.f, 0.f, 0.f, 0.f};
         if (key < k_end) {
             const int blk = a.block_table[(size_t)seq * a.mbps + key / a.block_size];
-            const size_t off = (((size_t)blk * a.block_size + key % a.block_size) * a.n_kv + kvh) * HD;
-            kx[it] = __ldg(reinterpret_cast<const float4 *>(a.k + off) + c);
-            vx[it] = __ldg(reinterpret_cast<const float4 *>(a.v + off) + c);
+            const size_t r = ((size_t)blk * a.block_size + key % a.block_size) * a.n_kv + kvh;
+            kx[it] = att_load4(a.k, a.k_scale, a.dtype, r, HD, c);
+            vx[it] = att_load4(a.v, a.v_scale, a.dtype, r, HD, c);
         }
     }
 }
@@ -291,11 +324,13 @@ size_t k_attention_scratch_bytes(int32_t max_tokens, int32_t max_seqs, int32_t n
     return att_part_bytes(max_seqs, parts, 1, n_heads, head_dim);
 }
 
-int k_attention_bounded(dev_stream s, float *out, const float *q, const float *k_cache,
-                        const float *v_cache, const k_attn_batch *b, int32_t n_heads,
-                        int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t max_q,
-                        int32_t max_keys, void *scratch, size_t scratch_bytes) {
+int k_attention_bounded_kv(dev_stream s, float *out, const float *q, const k_kv *cache,
+                           const k_attn_batch *b, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                           int32_t block_size, int32_t max_q, int32_t max_keys, void *scratch,
+                           size_t scratch_bytes) {
     const int dpl = att_dpl(head_dim);
+    if (!cache || cache->dtype < K_KV_F32 || cache->dtype > K_KV_FP8) return DEV_ERR;
+    const void *k_cache = cache->k, *v_cache = cache->v;
     if (!b || !dpl || n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 ||
         block_size <= 0 || b->n_tokens < 0 || b->n_seqs < 0 || b->max_blocks_per_seq < 0 ||
         max_q < 0 || max_keys < 0 || b->n_seqs > 65535 || n_kv_heads > 65535 ||
@@ -304,6 +339,7 @@ int k_attention_bounded(dev_stream s, float *out, const float *q, const float *k
     if (b->n_seqs == 0 || b->n_tokens == 0 || max_q == 0) return DEV_OK;
     if (!out || !q || !k_cache || !v_cache || !b->positions || !b->seq_start || !b->block_table)
         return DEV_ERR;
+    if (cache->dtype == K_KV_INT8 && (!cache->k_scale || !cache->v_scale)) return DEV_ERR;
     const int group = n_heads / n_kv_heads;
     const int64_t tiles = ((int64_t)max_q * group + ATT_ROWS - 1) / ATT_ROWS;
     const int64_t parts = ((int64_t)max_keys + ATT_PART - 1) / ATT_PART;
@@ -322,6 +358,7 @@ int k_attention_bounded(dev_stream s, float *out, const float *q, const float *k
     }
     att_params a;
     a.out = out, a.q = q, a.k = k_cache, a.v = v_cache;
+    a.k_scale = cache->k_scale, a.v_scale = cache->v_scale, a.dtype = cache->dtype;
     a.pos = b->positions, a.seq_start = b->seq_start, a.block_table = b->block_table;
     a.part = (float *)scratch;
     a.n_heads = n_heads, a.n_kv = n_kv_heads, a.group = group, a.block_size = block_size;
@@ -338,9 +375,25 @@ int k_attention_bounded(dev_stream s, float *out, const float *q, const float *k
     return dev_check_launch();
 }
 
+int k_attention_bounded(dev_stream s, float *out, const float *q, const float *k_cache,
+                        const float *v_cache, const k_attn_batch *b, int32_t n_heads,
+                        int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t max_q,
+                        int32_t max_keys, void *scratch, size_t scratch_bytes) {
+    const k_kv c = {(void *)k_cache, (void *)v_cache, NULL, NULL, K_KV_F32};
+    return k_attention_bounded_kv(s, out, q, &c, b, n_heads, n_kv_heads, head_dim, block_size, max_q, max_keys,
+                                  scratch, scratch_bytes);
+}
+
 int k_attention(dev_stream s, float *out, const float *q, const float *k_cache, const float *v_cache,
                 const k_attn_batch *b, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                 int32_t block_size, void *scratch, size_t scratch_bytes) {
+    const k_kv c = {(void *)k_cache, (void *)v_cache, NULL, NULL, K_KV_F32};
+    return k_attention_kv(s, out, q, &c, b, n_heads, n_kv_heads, head_dim, block_size, scratch, scratch_bytes);
+}
+
+int k_attention_kv(dev_stream s, float *out, const float *q, const k_kv *cache, const k_attn_batch *b,
+                   int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t block_size, void *scratch,
+                   size_t scratch_bytes) {
     if (!b || b->n_seqs < 0 || b->n_tokens < 0 || block_size <= 0 || b->max_blocks_per_seq < 0)
         return DEV_ERR;
     if (b->n_seqs == 0) return b->n_tokens == 0 ? DEV_OK : DEV_ERR;
@@ -358,8 +411,8 @@ int k_attention(dev_stream s, float *out, const float *q, const float *k_cache, 
             if (p + 1 > max_keys) max_keys = p + 1;
         }
     }
-    return k_attention_bounded(s, out, q, k_cache, v_cache, b, n_heads, n_kv_heads, head_dim,
-                               block_size, max_q, max_keys, scratch, scratch_bytes);
+    return k_attention_bounded_kv(s, out, q, cache, b, n_heads, n_kv_heads, head_dim, block_size, max_q,
+                                  max_keys, scratch, scratch_bytes);
 }
 
 IFD_NS_END

@@ -14,6 +14,10 @@
 
 #include "devrt.h"
 
+extern "C" {
+#include "ktypes.h"
+}
+
 IFD_NS_BEGIN
 
 enum {
@@ -58,6 +62,19 @@ int k_attention_bounded(dev_stream s, float *out, const float *q, const float *k
                         const float *v_cache, const k_attn_batch *b, int32_t n_heads,
                         int32_t n_kv_heads, int32_t head_dim, int32_t block_size, int32_t max_q,
                         int32_t max_keys, void *scratch, size_t scratch_bytes);
+
+/* k_attention and k_attention_bounded over a KV cache of any dtype (ktypes.h's k_kv;
+ * the f32 functions above are these with K_KV_F32). Each stored element is widened to
+ * the f32 value kv_load_row gives (INT8: q * its row's scale) as the tile is loaded; the
+ * arithmetic after that is the f32 kernel's, so batch invariance holds for every dtype.
+ * DEV_ERR for a dtype outside the enum or INT8 without its scale arrays. */
+int k_attention_kv(dev_stream s, float *out, const float *q, const k_kv *cache, const k_attn_batch *b,
+                   int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t block_size, void *scratch,
+                   size_t scratch_bytes);
+int k_attention_bounded_kv(dev_stream s, float *out, const float *q, const k_kv *cache,
+                           const k_attn_batch *b, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                           int32_t block_size, int32_t max_q, int32_t max_keys, void *scratch,
+                           size_t scratch_bytes);
 
 IFD_NS_END
 

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "elementwise.h"
+#include "kv_codec.cuh"
 
 extern "C" {
 #include "ktypes.h"
@@ -455,14 +456,13 @@ static void type_geometry(int type, int64_t *bs, int64_t *bb) {
 
 /* ---- RoPE + K/V store --------------------------------------------------------------- */
 
-__global__ void k_rope_store_kernel(float *q, float *k, const float *v, float *k_cache,
-                                    float *v_cache, const int32_t *positions,
-                                    const int32_t *slot_mapping, int32_t n_heads, int32_t n_kv_heads,
-                                    int32_t head_dim, int32_t n_rot, int neox, float base,
-                                    float freq_scale, const float *freq_div, int vec) {
-    __shared__ float cs_c[ROPE_MAX_HEAD_DIM / 2], cs_s[ROPE_MAX_HEAD_DIM / 2];
-    const int32_t t = blockIdx.x, half = n_rot / 2;
-    const int32_t pos = positions[t];
+/* RoPE of one token's q ([n_heads][head_dim]) and k ([n_kv_heads][head_dim]) rows in
+ * place, by the block: its cos/sin pairs into cs_c / cs_s (shared, n_rot / 2 each) first
+ * (double, as the reference), then every pair rotated. */
+__device__ void rope_rotate_token(float *qt, float *kt, int32_t pos, float *cs_c, float *cs_s, int32_t n_heads,
+                                  int32_t n_kv_heads, int32_t head_dim, int32_t n_rot, int neox, float base,
+                                  float freq_scale, const float *freq_div) {
+    const int32_t half = n_rot / 2;
     for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
         /* op_rope_ref's angle, operation for operation */
         double theta = (double)pos * freq_scale * pow((double)base, -2.0 * i / n_rot);
@@ -472,7 +472,6 @@ __global__ void k_rope_store_kernel(float *q, float *k, const float *v, float *k
     }
     __syncthreads();
     const int32_t nq = n_heads * half, nk = n_kv_heads * half;
-    float *qt = q + (size_t)t * n_heads * head_dim, *kt = k + (size_t)t * n_kv_heads * head_dim;
     for (int32_t j = threadIdx.x; j < nq + nk; j += blockDim.x) {
         const int32_t jj = j < nq ? j : j - nq;
         const int32_t h = jj / half, i = jj - h * half;
@@ -482,6 +481,18 @@ __global__ void k_rope_store_kernel(float *q, float *k, const float *v, float *k
         xh[a] = sub_rn(mul_rn(x0, c), mul_rn(x1, s));
         xh[b] = add_rn(mul_rn(x0, s), mul_rn(x1, c));
     }
+}
+
+__global__ void k_rope_store_kernel(float *q, float *k, const float *v, float *k_cache,
+                                    float *v_cache, const int32_t *positions,
+                                    const int32_t *slot_mapping, int32_t n_heads, int32_t n_kv_heads,
+                                    int32_t head_dim, int32_t n_rot, int neox, float base,
+                                    float freq_scale, const float *freq_div, int vec) {
+    __shared__ float cs_c[ROPE_MAX_HEAD_DIM / 2], cs_s[ROPE_MAX_HEAD_DIM / 2];
+    const int32_t t = blockIdx.x;
+    float *kt = k + (size_t)t * n_kv_heads * head_dim;
+    rope_rotate_token(q + (size_t)t * n_heads * head_dim, kt, positions[t], cs_c, cs_s, n_heads, n_kv_heads,
+                      head_dim, n_rot, neox, base, freq_scale, freq_div);
     const int32_t slot = slot_mapping[t];
     if (slot < 0) return; /* padding row (the whole block) */
     __syncthreads();      /* the rotated k row, written by other threads */
@@ -498,6 +509,65 @@ __global__ void k_rope_store_kernel(float *q, float *k, const float *v, float *k
     for (int32_t c = threadIdx.x; c < kv_dim; c += blockDim.x) {
         kc[c] = kt[c];
         vc[c] = vt[c];
+    }
+}
+
+/* One row x[hd] stored as dtype at dst (row index r of its pool, for INT8's scale) by one
+ * warp: kv_store_row's encoding. INT8's amax is a max (order-free), so the warp
+ * reduction gives the reference's scale bit for bit. */
+__device__ void kv_store_row_warp(const k_kv &c, int is_v, size_t r, const float *x, int32_t hd, int lane) {
+    uint8_t *base = (uint8_t *)(is_v ? c.v : c.k);
+    switch (c.dtype) {
+    case K_KV_F16:
+    case K_KV_BF16: {
+        uint16_t *o = (uint16_t *)base + r * hd;
+        for (int32_t i = lane; i < hd; i += 32)
+            o[i] = c.dtype == K_KV_F16 ? kvc_f16_from_f32(x[i]) : kvc_bf16_from_f32(x[i]);
+        return;
+    }
+    case K_KV_FP8: {
+        uint8_t *o = base + r * hd;
+        for (int32_t i = lane; i < hd; i += 32) o[i] = kvc_fp8_from_f32(x[i]);
+        return;
+    }
+    default: { /* INT8 */
+        float amax = 0.0f;
+        for (int32_t i = lane; i < hd; i += 32) {
+            const float a = fabsf(x[i]);
+            if (a > amax && a <= 3.402823466e38f) amax = a; /* NaN and inf left out */
+        }
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(IFD_FULL_MASK, amax, o));
+        const float sc = __fdiv_rn(amax, 127.0f);
+        int8_t *o = (int8_t *)base + r * hd;
+        for (int32_t i = lane; i < hd; i += 32) o[i] = kvc_int8_from_f32(x[i], sc);
+        if (lane == 0) (is_v ? c.v_scale : c.k_scale)[r] = sc;
+        return;
+    }
+    }
+}
+
+/* k_rope_store_kernel with a KV cache of a non-f32 dtype: the same rotation, then each
+ * warp stores (token, KV head) rows of K and V. */
+__global__ void k_rope_store_kv_kernel(float *q, float *k, const float *v, k_kv cache,
+                                       const int32_t *positions, const int32_t *slot_mapping,
+                                       int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                                       int32_t n_rot, int neox, float base, float freq_scale,
+                                       const float *freq_div) {
+    __shared__ float cs_c[ROPE_MAX_HEAD_DIM / 2], cs_s[ROPE_MAX_HEAD_DIM / 2];
+    const int32_t t = blockIdx.x;
+    float *kt = k + (size_t)t * n_kv_heads * head_dim;
+    rope_rotate_token(q + (size_t)t * n_heads * head_dim, kt, positions[t], cs_c, cs_s, n_heads, n_kv_heads,
+                      head_dim, n_rot, neox, base, freq_scale, freq_div);
+    const int32_t slot = slot_mapping[t];
+    if (slot < 0) return;
+    __syncthreads();
+    const float *vt = v + (size_t)t * n_kv_heads * head_dim;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int32_t j = w; j < 2 * n_kv_heads; j += nw) {
+        const int is_v = j >= n_kv_heads;
+        const int32_t h = is_v ? j - n_kv_heads : j;
+        kv_store_row_warp(cache, is_v, (size_t)slot * n_kv_heads + h, (is_v ? vt : kt) + (size_t)h * head_dim,
+                          head_dim, lane);
     }
 }
 
@@ -611,6 +681,30 @@ int k_rope_store(dev_stream s, float *q, float *k, const float *v, float *k_cach
     IFD_LAUNCH(k_rope_store_kernel, n_tokens, ROPE_THREADS, 0, s, q, k, v, k_cache, v_cache, positions,
                slot_mapping, n_heads, n_kv_heads, hd, rp.n_rot, layout == K_ROPE_NEOX ? 1 : 0, rp.base,
                rp.freq_scale, freq_div, vec);
+    return dev_check_launch();
+}
+
+int k_rope_store_kv(dev_stream s, float *q, float *k, const float *v, const k_kv *cache,
+                    const int32_t *positions, const int32_t *slot_mapping, int32_t n_tokens,
+                    int32_t n_heads, int32_t n_kv_heads, k_rope rp, const float *freq_div) {
+    if (!cache) return DEV_ERR;
+    if (cache->dtype == K_KV_F32)
+        return k_rope_store(s, q, k, v, (float *)cache->k, (float *)cache->v, positions, slot_mapping,
+                            n_tokens, n_heads, n_kv_heads, rp, freq_div);
+    const int32_t hd = rp.head_dim;
+    if (cache->dtype < K_KV_F16 || cache->dtype > K_KV_FP8) return DEV_ERR;
+    if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || hd <= 0 || hd > ROPE_MAX_HEAD_DIM)
+        return DEV_ERR;
+    if (rp.n_rot <= 0 || rp.n_rot > hd || rp.n_rot % 2 != 0) return DEV_ERR;
+    const int layout = rp.layout;
+    if (layout != K_ROPE_NORM && layout != K_ROPE_NEOX) return DEV_ERR;
+    if ((int64_t)n_heads * hd > INT32_MAX || (int64_t)n_kv_heads * hd > INT32_MAX) return DEV_ERR;
+    if (n_tokens == 0) return DEV_OK;
+    if (!q || !k || !v || !cache->k || !cache->v || !positions || !slot_mapping) return DEV_ERR;
+    if (cache->dtype == K_KV_INT8 && (!cache->k_scale || !cache->v_scale)) return DEV_ERR;
+    IFD_LAUNCH(k_rope_store_kv_kernel, n_tokens, ROPE_THREADS, 0, s, q, k, v, *cache, positions,
+               slot_mapping, n_heads, n_kv_heads, hd, rp.n_rot, layout == K_ROPE_NEOX ? 1 : 0, rp.base,
+               rp.freq_scale, freq_div);
     return dev_check_launch();
 }
 

@@ -74,6 +74,12 @@ int k_swiglu(dev_stream s, float *out, const float *gate, const float *up, int64
 int k_rope_store(dev_stream s, float *q, float *k, const float *v, float *k_cache, float *v_cache,
                  const int32_t *positions, const int32_t *slot_mapping, int32_t n_tokens,
                  int32_t n_heads, int32_t n_kv_heads, k_rope rp, const float *freq_div);
+/* The same into a KV cache of any dtype (ktypes.h's k_kv; F32 is k_rope_store): each
+ * (token, KV head) row of K and V stored with src/backend/kv_dtype.c's encoding, the same
+ * bytes kv_store_row writes (INT8: its scale at k_scale / v_scale[slot * n_kv_heads + h]). */
+int k_rope_store_kv(dev_stream s, float *q, float *k, const float *v, const k_kv *cache,
+                    const int32_t *positions, const int32_t *slot_mapping, int32_t n_tokens,
+                    int32_t n_heads, int32_t n_kv_heads, k_rope rp, const float *freq_div);
 
 IFD_NS_END
 

@@ -39,6 +39,23 @@ enum {
     K_I8_G64_BYTES = 66, K_I8_G128_BYTES = 130, K_I4_G64_BYTES = 36, K_I4_G128_BYTES = 68,
 };
 
+/* The KV cache's element types: src/backend/backend.h's backend_kv_dtype (same values,
+ * same row encodings: kv_dtype.c is the reference the kernels match bit for bit). */
+enum k_kv_dtype { K_KV_F32 = 0, K_KV_F16 = 1, K_KV_BF16 = 2, K_KV_INT8 = 3, K_KV_FP8 = 4 };
+/* One layer's paged K and V pools on the device: rows r = slot * n_kv_heads + kv_head of
+ * head_dim elements, row r at k + r * head_dim * k_kv_elem_bytes(dtype) (16-byte aligned
+ * pools; every row is then 4-byte aligned at least, as head_dim % 32 == 0). INT8 keeps
+ * the row's f32 scale apart, at k_scale[r] / v_scale[r] (NULL for the other dtypes), so
+ * that rows stay aligned for vector loads. */
+typedef struct k_kv {
+    void *k, *v;
+    float *k_scale, *v_scale;
+    int32_t dtype; /* k_kv_dtype */
+} k_kv;
+static inline int32_t k_kv_elem_bytes(int32_t dtype) {
+    return dtype == K_KV_F32 ? 4 : (dtype == K_KV_F16 || dtype == K_KV_BF16) ? 2 : 1;
+}
+
 enum k_rope_layout { K_ROPE_NORM = 0, K_ROPE_NEOX = 1 };
 /* RoPE of one model (src/backend/forward.h's rope_params without the host pointer). */
 typedef struct k_rope {

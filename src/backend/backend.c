@@ -102,19 +102,14 @@ int backend_kv_dtype_parse(const char *name, backend_kv_dtype *out, char *err, s
 
 backend_kv_dtype backend_kv_dtype_resolve(backend_kind kind, backend_kv_dtype d) {
     if (d != BACKEND_KV_AUTO) return d;
-    return backend_resolve_kind(kind) == BACKEND_CPU ? BACKEND_KV_F16 : BACKEND_KV_F32;
+    return backend_resolve_kind(kind) == BACKEND_CPU ? BACKEND_KV_F16 : BACKEND_KV_BF16;
 }
 
 int backend_kv_dtype_check(backend_kind kind, backend_kv_dtype d, char *err, size_t err_bytes) {
-    const backend_kind k = backend_resolve_kind(kind);
+    (void)kind; /* every backend stores every dtype */
     if (d < BACKEND_KV_AUTO || d >= BACKEND_KV_N_DTYPES)
         return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "backend: unknown KV cache dtype %d",
                         (int)d);
-    if (k != BACKEND_CPU && d != BACKEND_KV_F32 && d != BACKEND_KV_AUTO)
-        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED,
-                        "--kv-cache-dtype %s: the %s backend stores the KV cache in f32 only "
-                        "(use auto or f32)",
-                        backend_kv_dtype_name(d), backend_kind_name(k));
     return IFD_OK;
 }
 

@@ -54,12 +54,13 @@ const char *backend_kv_dtype_name(backend_kv_dtype d);
 /* NULL, "" or "auto": BACKEND_KV_AUTO; else one of the names above. IFD_OK, or
  * IFD_ERR_INVALID (with a message) for an unknown name. */
 int backend_kv_dtype_parse(const char *name, backend_kv_dtype *out, char *err, size_t err_bytes);
-/* AUTO: f16 on the CPU; f32 on CUDA / EMU (their kernels read f32 only so far; bf16
- * once they read it). Any other value is returned as it is. */
+/* AUTO: f16 on the CPU (its F16C conversions are cheap and f16 keeps 3 more mantissa
+ * bits); bf16 on CUDA / EMU (f32's range, so no overflow of large activations, and a
+ * shift to widen). Any other value is returned as it is. */
 backend_kv_dtype backend_kv_dtype_resolve(backend_kind kind, backend_kv_dtype d);
-/* IFD_OK when a backend of kind (AUTO resolved) stores dtype d; else IFD_ERR_UNSUPPORTED
- * with a message (CUDA / EMU: f32 and auto only so far), IFD_ERR_INVALID for a value
- * outside the enum. backend_create checks it too. */
+/* IFD_OK when a backend of kind (AUTO resolved) stores dtype d (every backend stores
+ * every dtype); IFD_ERR_INVALID with a message for a value outside the enum.
+ * backend_create checks it too. */
 int backend_kv_dtype_check(backend_kind kind, backend_kv_dtype d, char *err, size_t err_bytes);
 /* Bytes of one (token, KV head) row of head_dim elements of dtype d (with INT8's scale). */
 size_t backend_kv_row_bytes(backend_kv_dtype d, int32_t head_dim);

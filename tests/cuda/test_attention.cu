@@ -5,7 +5,8 @@
 // tables, slots outside every context poisoned with NaN. Then batch invariance, bit for
 // bit: the same rows as single decodes, in one prefill chunk, inside a ragged batch, after
 // another split of the prompt into chunks, and with or without split-KV scratch. Then
-// the launcher's size checks.
+// the launcher's size checks. And every KV cache dtype (k_attention_kv) against the
+// reference reading the same stored rows.
 #include "cuda_test.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "attention.h"
 extern "C" {
 #include "backend/cpu/ops.h"
+#include "backend/kv_dtype.h"
 }
 
 // A ragged step: sequence s has n_q[s] new tokens at positions ctx[s]-n_q[s] .. ctx[s]-1.
@@ -279,6 +281,133 @@ static void test_other_dims_and_bounds(void) {
     }
 }
 
+// One dtype's pools: the world's rows stored by kv_store_row (the reference encoding),
+// host-side in op_attention_ref's slot-major layout (INT8: scale after each row) and
+// on the device as k_kv keeps them (elements, then INT8's scales apart).
+struct kv_pools {
+    std::vector<uint8_t> hk, hv;
+    k_kv dev;
+};
+
+static kv_pools pools_store(const att_world *w, backend_kv_dtype d) {
+    kv_pools p;
+    const size_t rows = (size_t)w->n_blocks * w->bs * w->n_kv, rb = backend_kv_row_bytes(d, w->hd);
+    const size_t eb = (size_t)w->hd * k_kv_elem_bytes((int32_t)d);
+    p.hk.resize(rows * rb), p.hv.resize(rows * rb);
+    std::vector<uint8_t> ek(rows * eb), ev(rows * eb);
+    std::vector<float> sk(rows), sv(rows);
+    for (size_t r = 0; r < rows; r++) {
+        kv_store_row(d, &p.hk[r * rb], &w->k[r * w->hd], w->hd);
+        kv_store_row(d, &p.hv[r * rb], &w->v[r * w->hd], w->hd);
+        memcpy(&ek[r * eb], &p.hk[r * rb], eb), memcpy(&ev[r * eb], &p.hv[r * rb], eb);
+        if (d == BACKEND_KV_INT8)
+            sk[r] = kv_int8_scale(&p.hk[r * rb], w->hd), sv[r] = kv_int8_scale(&p.hv[r * rb], w->hd);
+    }
+    p.dev.k = ct_upload(ek.data(), ek.size()), p.dev.v = ct_upload(ev.data(), ev.size());
+    p.dev.k_scale = d == BACKEND_KV_INT8 ? (float *)ct_upload(sk.data(), rows * 4) : NULL;
+    p.dev.v_scale = d == BACKEND_KV_INT8 ? (float *)ct_upload(sv.data(), rows * 4) : NULL;
+    p.dev.dtype = (int32_t)d;
+    return p;
+}
+
+static void pools_free(kv_pools *p) { ct_free(p->dev.k), ct_free(p->dev.v), ct_free(p->dev.k_scale), ct_free(p->dev.v_scale); }
+
+static int run_step_kv(const att_world *w, const k_kv *c, const att_step &st, std::vector<float> *out,
+                       size_t scratch_bytes, int bound_q = 0) {
+    const size_t qd = (size_t)w->n_heads * w->hd, T = st.pos.size();
+    std::vector<float> q = step_q(st, w);
+    float *dq = (float *)ct_upload(q.data(), q.size() * sizeof(float));
+    float *dout = (float *)ct_alloc(T * qd * sizeof(float));
+    int32_t *dpos = (int32_t *)ct_upload(st.pos.data(), T * 4);
+    int32_t *dss = (int32_t *)ct_upload(st.seq_start.data(), st.seq_start.size() * 4);
+    int32_t *dctx = (int32_t *)ct_upload(st.ctx.data(), st.ctx.size() * 4);
+    int32_t *dbt = (int32_t *)ct_upload(st.table.data(), st.table.size() * 4);
+    void *scr = scratch_bytes ? ct_alloc(scratch_bytes) : NULL;
+    k_attn_batch b;
+    b.n_tokens = (int32_t)T, b.n_seqs = (int32_t)st.ctx.size(), b.max_blocks_per_seq = w->mbps;
+    b.positions = dpos, b.seq_start = dss, b.context_len = dctx, b.block_table = dbt;
+    b.h_positions = st.pos.data(), b.h_seq_start = st.seq_start.data(), b.h_context_len = st.ctx.data();
+    int rc = bound_q ? k_attention_bounded_kv(NULL, dout, dq, c, &b, w->n_heads, w->n_kv, w->hd, w->bs, bound_q,
+                                              w->mbps * w->bs, scr, scratch_bytes)
+                     : k_attention_kv(NULL, dout, dq, c, &b, w->n_heads, w->n_kv, w->hd, w->bs, scr, scratch_bytes);
+    if (rc == DEV_OK) rc = ct_sync();
+    if (rc == DEV_OK) {
+        out->resize(T * qd);
+        ct_download(out->data(), dout, T * qd * sizeof(float));
+    }
+    ct_free(dq), ct_free(dout), ct_free(dpos), ct_free(dss), ct_free(dctx), ct_free(dbt), ct_free(scr);
+    return rc;
+}
+
+// Every KV dtype: k_attention_kv over pools stored by kv_store_row against
+// op_attention_ref reading the same stored rows (so the bound is f32's: the kernel
+// widens each element to kv_load_row's value and the arithmetic is unchanged); split
+// and unsplit KV and the bounded launch give the same bits; a decode row is the same
+// alone and inside a ragged batch; the result really depends on the dtype (differs
+// from f32's); INT8 without its scales is refused.
+static void test_kv_dtypes(void) {
+    const std::vector<int> ctx = {600, 37, 300, 21};
+    const int nq[] = {1, 1, 9, 21};
+    const int hds[] = {64, 128};
+    for (int hd : hds) {
+        att_world w;
+        world_init(&w, hd, 8, 2, 16, ctx, 71 + hd);
+        att_step st, one;
+        for (size_t s = 0; s < ctx.size(); s++) step_add(&st, &w, (int)s, nq[s], ctx[s]);
+        step_add(&one, &w, 0, 1, ctx[0]);
+        const size_t scr = k_attention_scratch_bytes(64, 8, w.n_heads, hd, 2048) * ATT_SPLIT_Q;
+        const size_t qd = (size_t)w.n_heads * hd;
+        std::vector<float> f32_out;
+        const std::vector<float> f32_want = ref_step(&w, st);
+        const backend_kv_dtype ds[] = {BACKEND_KV_F32, BACKEND_KV_F16, BACKEND_KV_BF16, BACKEND_KV_INT8,
+                                       BACKEND_KV_FP8};
+        for (backend_kv_dtype d : ds) {
+            kv_pools p = pools_store(&w, d);
+            kv_view kv = {p.hk.data(), p.hv.data(), w.n_kv, w.hd, w.bs, d, 0};
+            std::vector<float> q = step_q(st, &w), want(st.pos.size() * qd), got, got_ns, got_b, got1;
+            std::vector<float> sc(ctx[0] + 1);
+            for (size_t s = 0; s < st.ctx.size(); s++) {
+                const int t0 = st.seq_start[s], n = st.seq_start[s + 1] - t0;
+                op_attention_ref(&want[t0 * qd], &q[t0 * qd], n, &st.pos[t0], w.n_heads, &kv,
+                                 &st.table[s * w.mbps], sc.data());
+            }
+            char what[64];
+            snprintf(what, sizeof what, "kv %s hd %d", backend_kv_dtype_name(d), hd);
+            CHECK(run_step_kv(&w, &p.dev, st, &got, scr) == DEV_OK);
+            CHECK_CLOSE(got.data(), want.data(), want.size(), 2e-5 * max_abs(want), 1e-5, what);
+            CHECK(run_step_kv(&w, &p.dev, st, &got_ns, 0) == DEV_OK);
+            CHECK(run_step_kv(&w, &p.dev, st, &got_b, scr, 40) == DEV_OK);
+            CHECK(memcmp(got.data(), got_ns.data(), got.size() * 4) == 0 && memcmp(got.data(), got_b.data(), got.size() * 4) == 0);
+            CHECK(run_step_kv(&w, &p.dev, one, &got1, scr) == DEV_OK);
+            CHECK(memcmp(got1.data(), got.data(), qd * 4) == 0);
+            if (d == BACKEND_KV_F32) {
+                f32_out = got;
+                std::vector<float> old;
+                dev_world dw = world_upload(&w); // the f32 entry point is the kv one at K_KV_F32
+                CHECK(run_step(&w, dw, st, &old, scr) == DEV_OK);
+                CHECK(memcmp(old.data(), got.data(), got.size() * 4) == 0);
+                ct_free(dw.k), ct_free(dw.v);
+            } else {
+                double diff = 0;
+                for (size_t i = 0; i < got.size(); i++) diff = fmax(diff, fabs(got[i] - f32_want[i]));
+                CHECKF(diff > 1e-6, "%s: the same as f32 (%g)", what, diff);
+                // within the dtype's rounding of the f32 result (outputs are mixes of V in [-1, 1])
+                const double tol = d == BACKEND_KV_FP8 ? 0.2 : d == BACKEND_KV_INT8 ? 0.05 : 0.02;
+                CHECKF(diff < tol, "%s: %g from f32", what, diff);
+            }
+            if (d == BACKEND_KV_INT8) {
+                k_kv bad = p.dev;
+                bad.v_scale = NULL;
+                CHECK(run_step_kv(&w, &bad, st, &got_b, scr) == DEV_ERR);
+            }
+            pools_free(&p);
+        }
+        k_kv bad = {NULL, NULL, NULL, NULL, 5};
+        std::vector<float> o;
+        CHECK(run_step_kv(&w, &bad, st, &o, scr) == DEV_ERR);
+    }
+}
+
 // Bad sizes are DEV_ERR with nothing launched; an empty step is DEV_OK.
 static void test_errors(void) {
     const std::vector<int> ctx = {40};
@@ -318,4 +447,4 @@ static void test_errors(void) {
 }
 
 TEST_MAIN(T(test_grid), T(test_invariance_hd128_gqa4_bs16), T(test_invariance_hd64_gqa8_bs32),
-          T(test_other_dims_and_bounds), T(test_errors))
+          T(test_other_dims_and_bounds), T(test_kv_dtypes), T(test_errors))

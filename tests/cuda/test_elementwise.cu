@@ -7,9 +7,12 @@
 #include "cuda_test.h"
 #include "elementwise.h"
 
+#include <vector>
+
 extern "C" {
 #include "backend/cpu/ops.h"
 #include "model/quant.h"
+#include "backend/kv_dtype.h"
 }
 
 static float *up_f(const float *h, size_t n) { return (float *)ct_upload(h, n * sizeof(float)); }
@@ -461,6 +464,82 @@ static void test_rope_store(void) {
                 for (const rope_kind &rk : ROPE_KINDS) rope_case(hd, group, bs, &rk);
 }
 
+// k_rope_store_kv, every non-f32 dtype: the rotated q and k are k_rope_store's bits, and
+// each written (slot, KV head) row holds exactly the bytes kv_store_row writes for the
+// rotated f32 row (INT8: its scale too); rows of other slots are untouched. The v rows
+// carry the codecs' edge cases: NaN, +-inf, values past f16's and fp8's range, f16 and
+// fp8 subnormals, an all-zero row (INT8 scale 0), ties.
+static void test_rope_store_kv(void) {
+    const int32_t hd = 64, n_heads = 8, n_kv = 2, T = 5, n_slots = 12, kv_dim = n_kv * hd, q_dim = n_heads * hd;
+    const int32_t pos[T] = {0, 7, 300, 12, 4095}, slots[T] = {3, -1, 0, 11, 6};
+    const size_t qn = (size_t)T * q_dim, kn = (size_t)T * kv_dim, rows = (size_t)n_slots * n_kv;
+    std::vector<float> q(qn), k(kn), v(kn);
+    ct_fill(q.data(), qn, 41, -2, 2), ct_fill(k.data(), kn, 42, -2, 2), ct_fill(v.data(), kn, 43, -3, 3);
+    const float edge[] = {NAN, INFINITY, -INFINITY, 1e30f, -70000.0f, 65520.0f, 500.0f, -449.0f,
+                          3e-8f, 1e-42f, 0.0f, -0.0f, 0.0009765625f, 0.001953125f * 1.0625f, 1.5f * 0.0078125f, 6e-5f};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) v[(size_t)hd + 3 * i] = edge[i]; // token 0, head 1
+    for (int32_t i = 0; i < hd; i++) v[(size_t)3 * kv_dim + i] = 0.0f;                         // token 3, head 0
+    for (int32_t i = 0; i < hd; i++) v[(size_t)2 * kv_dim + hd + i] = (float)(i - 32) * 0.5f;  // ties for int8
+    const k_rope kr = {hd, hd, K_ROPE_NEOX, 10000.0f, 1.0f};
+    int32_t *dpos = (int32_t *)ct_upload(pos, sizeof pos), *dslot = (int32_t *)ct_upload(slots, sizeof slots);
+    // the f32 path: rotated q, k and the f32 rows
+    float *dq = up_f(q.data(), qn), *dk = up_f(k.data(), kn), *dv = up_f(v.data(), kn);
+    float *dK = (float *)ct_alloc(rows * hd * 4), *dV = (float *)ct_alloc(rows * hd * 4);
+    CHECK(k_rope_store(NULL, dq, dk, dv, dK, dV, dpos, dslot, T, n_heads, n_kv, kr, NULL) == DEV_OK);
+    CHECK(ct_sync() == DEV_OK);
+    std::vector<float> fq(qn), fk(kn), fK(rows * hd), fV(rows * hd);
+    down_f(fq.data(), dq, qn), down_f(fk.data(), dk, kn), down_f(fK.data(), dK, rows * hd), down_f(fV.data(), dV, rows * hd);
+    const backend_kv_dtype ds[] = {BACKEND_KV_F16, BACKEND_KV_BF16, BACKEND_KV_INT8, BACKEND_KV_FP8};
+    for (backend_kv_dtype d : ds) {
+        const size_t eb = (size_t)hd * k_kv_elem_bytes((int32_t)d), rb = backend_kv_row_bytes(d, hd);
+        std::vector<uint8_t> init(rows * eb, 0xA5), got_k(rows * eb), got_v(rows * eb);
+        std::vector<float> init_s(rows, -7.0f), got_ks(rows), got_vs(rows);
+        k_kv c = {ct_upload(init.data(), init.size()), ct_upload(init.data(), init.size()),
+                  (float *)ct_upload(init_s.data(), rows * 4), (float *)ct_upload(init_s.data(), rows * 4), (int32_t)d};
+        if (d != BACKEND_KV_INT8) ct_free(c.k_scale), ct_free(c.v_scale), c.k_scale = c.v_scale = NULL;
+        CHECK(dev_h2d(dq, q.data(), qn * 4, NULL) == DEV_OK && dev_h2d(dk, k.data(), kn * 4, NULL) == DEV_OK);
+        CHECK(k_rope_store_kv(NULL, dq, dk, dv, &c, dpos, dslot, T, n_heads, n_kv, kr, NULL) == DEV_OK);
+        CHECK(ct_sync() == DEV_OK);
+        std::vector<float> gq(qn), gk(kn);
+        down_f(gq.data(), dq, qn), down_f(gk.data(), dk, kn);
+        CHECKF(same_bits(gq.data(), fq.data(), qn * 4) && same_bits(gk.data(), fk.data(), kn * 4), "kv %s: rope",
+               backend_kv_dtype_name(d));
+        CHECK(dev_d2h(got_k.data(), c.k, rows * eb, NULL) == DEV_OK && dev_d2h(got_v.data(), c.v, rows * eb, NULL) == DEV_OK);
+        if (c.k_scale)
+            CHECK(dev_d2h(got_ks.data(), c.k_scale, rows * 4, NULL) == DEV_OK &&
+                  dev_d2h(got_vs.data(), c.v_scale, rows * 4, NULL) == DEV_OK);
+        CHECK(ct_sync() == DEV_OK);
+        bool written[n_slots] = {false};
+        for (int32_t t = 0; t < T; t++)
+            if (slots[t] >= 0) written[slots[t]] = true;
+        std::vector<uint8_t> want(rb);
+        for (size_t r = 0; r < rows; r++) {
+            const int32_t sl = (int32_t)(r / n_kv);
+            for (int pv = 0; pv < 2; pv++) {
+                const uint8_t *g = (pv ? got_v : got_k).data() + r * eb;
+                const float gs = (pv ? got_vs : got_ks)[r];
+                if (!written[sl]) {
+                    CHECKF(same_bits(g, init.data(), eb) && (d != BACKEND_KV_INT8 || gs == -7.0f),
+                           "kv %s: slot %d written", backend_kv_dtype_name(d), sl);
+                    continue;
+                }
+                kv_store_row(d, want.data(), (pv ? fV : fK).data() + r * hd, hd);
+                CHECKF(same_bits(g, want.data(), eb), "kv %s: %s row %zu", backend_kv_dtype_name(d), pv ? "v" : "k", r);
+                if (d == BACKEND_KV_INT8)
+                    CHECKF(same_bits(&gs, want.data() + eb, 4), "kv int8: %s scale of row %zu: %g", pv ? "v" : "k", r, gs);
+            }
+        }
+        ct_free(c.k), ct_free(c.v), ct_free(c.k_scale), ct_free(c.v_scale);
+    }
+    // refused: an unknown dtype, INT8 without scales
+    k_kv bad = {dK, dV, NULL, NULL, 9};
+    CHECK(k_rope_store_kv(NULL, dq, dk, dv, &bad, dpos, dslot, T, n_heads, n_kv, kr, NULL) == DEV_ERR);
+    bad.dtype = K_KV_INT8;
+    CHECK(k_rope_store_kv(NULL, dq, dk, dv, &bad, dpos, dslot, T, n_heads, n_kv, kr, NULL) == DEV_ERR);
+    CHECK(k_rope_store_kv(NULL, dq, dk, dv, NULL, dpos, dslot, T, n_heads, n_kv, kr, NULL) == DEV_ERR);
+    ct_free(dq), ct_free(dk), ct_free(dv), ct_free(dK), ct_free(dV), ct_free(dpos), ct_free(dslot);
+}
+
 static void test_rope_args(void) {
     float *d = (float *)ct_alloc(4096 * sizeof(float));
     int32_t zero[2] = {0, 0};
@@ -490,7 +569,7 @@ static void test_no_faults(void) { CHECK(ifd_simt::n_faults() == 0); }
 #endif
 
 TEST_MAIN(T(test_embed), T(test_rmsnorm), T(test_head_norm), T(test_add_bias), T(test_add_swiglu),
-          T(test_rope_store), T(test_rope_args)
+          T(test_rope_store), T(test_rope_store_kv), T(test_rope_args)
 #if CT_EMULATED
               ,
           T(test_no_faults)

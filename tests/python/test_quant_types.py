@@ -264,7 +264,9 @@ def test_new_type_runs_on_emu_as_on_cpu(name, inferd_bin, work_dir):
         src = work_dir / "f32.gguf"
         _tiny256(src, "F32")
         _all_of_type(src, m, QT[name], np.random.default_rng(zlib.crc32(name.encode())))
-    cmd = [str(inferd_bin), "generate", "-m", str(m), "-p", "To be", "-n", "6", "-t", "2", "--temp", "0"]
+    # an f32 KV cache on both sides (the backends' defaults differ: f16 / bf16): weights alone
+    cmd = [str(inferd_bin), "generate", "-m", str(m), "-p", "To be", "-n", "6", "-t", "2", "--temp", "0",
+           "--kv-cache-dtype", "f32"]
     cpu = subprocess.run(cmd + ["--device", "cpu"], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "INFERD_CPU": "scalar"})
     assert cpu.returncode == 0, cpu.stderr

@@ -69,6 +69,10 @@ static_assert(K_Q4_1_BYTES == sizeof(block_q4_1) && K_Q5_1_BYTES == sizeof(block
                   K_I4_G128_BYTES == sizeof(block_i4_g128),
               "kernels/ktypes.h: the newer block layouts");
 static_assert((int)K_ROPE_NORM == (int)ROPE_NORM && (int)K_ROPE_NEOX == (int)ROPE_NEOX, "rope layouts");
+static_assert((int)K_KV_F32 == (int)BACKEND_KV_F32 && (int)K_KV_F16 == (int)BACKEND_KV_F16 &&
+                  (int)K_KV_BF16 == (int)BACKEND_KV_BF16 && (int)K_KV_INT8 == (int)BACKEND_KV_INT8 &&
+                  (int)K_KV_FP8 == (int)BACKEND_KV_FP8,
+              "KV dtypes");
 
 #if defined(IFD_SIMT_EMU)
 #define IFD_CUDA_ENTRY(x) ifd_emu_##x
@@ -91,8 +95,11 @@ struct cuda_backend {
     /* every device allocation, freed at destroy */
     void **allocs;
     size_t n_allocs, cap_allocs;
-    float *kv; /* [n_layers][2][n_slots][kv_dim] */
-    size_t layer_kv_floats;
+    /* [n_layers][K, V] pools of kv_pool_bytes each: [n_slots][n_kv_heads] rows of
+     * head_dim elements of kv_dtype, then (INT8) the rows' f32 scales (ktypes.h's k_kv) */
+    uint8_t *kv;
+    size_t kv_pool_bytes, kv_data_bytes; /* one pool; its element part */
+    int32_t kv_dtype;
     fwd_bufs buf;
     float *logits; /* [max_logits][n_vocab] */
     /* batch arrays: host staging (pinned) and device, same packing */
@@ -275,8 +282,13 @@ static int o_head_norm(void *ctx, float *x, const float *w, int32_t n_rows, int3
     return IFD_OK;
 }
 
-static float *kv_k(cuda_backend *cb, uint32_t l) { return cb->kv + (size_t)l * 2 * cb->layer_kv_floats; }
-static float *kv_v(cuda_backend *cb, uint32_t l) { return kv_k(cb, l) + cb->layer_kv_floats; }
+/* Layer l's K and V pools as the kernels take them. */
+static k_kv kv_layer(const cuda_backend *cb, uint32_t l) {
+    uint8_t *k = cb->kv + (size_t)l * 2 * cb->kv_pool_bytes, *v = k + cb->kv_pool_bytes;
+    const bool sc = cb->kv_dtype == K_KV_INT8;
+    return k_kv{k, v, sc ? (float *)(k + cb->kv_data_bytes) : NULL, sc ? (float *)(v + cb->kv_data_bytes) : NULL,
+                cb->kv_dtype};
+}
 
 static int o_rope_store(void *ctx, uint32_t layer, float *q, float *k, const float *v, const ifd_batch *bt,
                         const rope_params *rp) {
@@ -284,7 +296,8 @@ static int o_rope_store(void *ctx, uint32_t layer, float *q, float *k, const flo
     const model_hparams *hp = &cb->base.m->hp;
     /* rp comes from the shadow model: rp->freq_div is already the device copy */
     const k_rope kr = {rp->head_dim, rp->n_rot, (int32_t)rp->layout, rp->base, rp->freq_scale};
-    DEV_TRY(cb, k_rope_store(cb->s, q, k, v, kv_k(cb, layer), kv_v(cb, layer), cb->d_pos, cb->d_slots,
+    const k_kv c = kv_layer(cb, layer);
+    DEV_TRY(cb, k_rope_store_kv(cb->s, q, k, v, &c, cb->d_pos, cb->d_slots,
                              bt->n_tokens, (int32_t)hp->n_heads, (int32_t)hp->n_kv_heads, kr, rp->freq_div),
             "rope");
     return IFD_OK;
@@ -294,17 +307,18 @@ static int o_attention(void *ctx, uint32_t layer, float *out, const float *q, co
     cuda_backend *cb = (cuda_backend *)ctx;
     (void)bt;
     const model_hparams *hp = &cb->base.m->hp;
+    const k_kv c = kv_layer(cb, layer);
     if (cb->capturing) {
         /* a decode graph: grids for one query token per sequence and any context up to
          * max_seq_len (the same bits as the planned launch gives: attention.h) */
-        DEV_TRY(cb, k_attention_bounded(cb->s, out, q, kv_k(cb, layer), kv_v(cb, layer), &cb->ab,
+        DEV_TRY(cb, k_attention_bounded_kv(cb->s, out, q, &c, &cb->ab,
                                         (int32_t)hp->n_heads, (int32_t)hp->n_kv_heads, (int32_t)hp->head_dim,
                                         cb->base.cfg.block_size, 1, cb->base.cfg.max_seq_len, cb->att_scratch,
                                         cb->att_scratch_bytes),
                 "attention");
         return IFD_OK;
     }
-    DEV_TRY(cb, k_attention(cb->s, out, q, kv_k(cb, layer), kv_v(cb, layer), &cb->ab, (int32_t)hp->n_heads,
+    DEV_TRY(cb, k_attention_kv(cb->s, out, q, &c, &cb->ab, (int32_t)hp->n_heads,
                             (int32_t)hp->n_kv_heads, (int32_t)hp->head_dim, cb->base.cfg.block_size,
                             cb->att_scratch, cb->att_scratch_bytes),
             "attention");
@@ -539,14 +553,21 @@ static int b_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, int
     cuda_backend *cb = (cuda_backend *)b;
     if (cb->dead) return IFD_ERR_DEVICE_LOST;
     const model_hparams *hp = &b->m->hp;
-    const size_t bf = (size_t)b->cfg.block_size * hp->n_kv_heads * hp->head_dim;
-    for (uint32_t l = 0; l < hp->n_layers; l++)
-        for (int32_t i = 0; i < n; i++) {
-            DEV_TRY(cb, dev_d2d(kv_k(cb, l) + (size_t)dst[i] * bf, kv_k(cb, l) + (size_t)src[i] * bf, bf * 4, cb->s),
-                    "copy blocks");
-            DEV_TRY(cb, dev_d2d(kv_v(cb, l) + (size_t)dst[i] * bf, kv_v(cb, l) + (size_t)src[i] * bf, bf * 4, cb->s),
-                    "copy blocks");
-        }
+    /* a block's rows in one pool: its elements, and (INT8) its scales */
+    const size_t rows = (size_t)b->cfg.block_size * hp->n_kv_heads;
+    const size_t eb = rows * hp->head_dim * (size_t)k_kv_elem_bytes(cb->kv_dtype), sb = rows * sizeof(float);
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        const k_kv c = kv_layer(cb, l);
+        for (int32_t i = 0; i < n; i++)
+            for (int p = 0; p < 2; p++) {
+                uint8_t *pool = (uint8_t *)(p ? c.v : c.k);
+                DEV_TRY(cb, dev_d2d(pool + (size_t)dst[i] * eb, pool + (size_t)src[i] * eb, eb, cb->s), "copy blocks");
+                uint8_t *scl = (uint8_t *)(p ? c.v_scale : c.k_scale);
+                if (scl)
+                    DEV_TRY(cb, dev_d2d(scl + (size_t)dst[i] * sb, scl + (size_t)src[i] * sb, sb, cb->s),
+                            "copy blocks");
+            }
+    }
     DEV_TRY(cb, dev_sync(cb->s), "copy blocks");
     return IFD_OK;
 }
@@ -811,8 +832,17 @@ static int create(backend **out, const model *m, const backend_config *cfg, char
     cb->shadow.m = &cb->dm;
 
     /* KV pool, activations, logits, batch arrays, scratch */
-    cb->layer_kv_floats = (size_t)cfg->n_blocks * cfg->block_size * kv_dim;
-    if (ok) cb->kv = (float *)dalloc(cb, cb->layer_kv_floats * 2 * hp->n_layers * sizeof(float));
+    /* backend_kv_block_bytes's sizes: n_slots x n_kv_heads rows of backend_kv_row_bytes */
+    const size_t kv_rows = (size_t)cfg->n_blocks * cfg->block_size * hp->n_kv_heads;
+    cb->kv_dtype = (int32_t)cfg->kv_dtype;
+    cb->kv_data_bytes = kv_rows * hp->head_dim * (size_t)k_kv_elem_bytes(cb->kv_dtype);
+    cb->kv_pool_bytes = cb->kv_data_bytes + (cb->kv_dtype == K_KV_INT8 ? kv_rows * sizeof(float) : 0);
+    if (cb->kv_dtype < K_KV_F32 || cb->kv_dtype > K_KV_FP8 ||
+        cb->kv_pool_bytes != kv_rows * backend_kv_row_bytes(cfg->kv_dtype, (int32_t)hp->head_dim))
+        ok = false;
+    /* every pool's size is a multiple of 64 bytes (INT8: of 4), so each pool starts aligned for
+     * the kernels' vector loads (head_dim % 32 == 0) */
+    if (ok) cb->kv = (uint8_t *)dalloc(cb, cb->kv_pool_bytes * 2 * hp->n_layers);
     if (!cb->kv) ok = false;
     fwd_bufs *buf = &cb->buf;
     const size_t xbw = hp->dim > q_dim ? hp->dim : q_dim;
@@ -833,7 +863,7 @@ static int create(backend **out, const model *m, const backend_config *cfg, char
     if (ok && cb->att_scratch_bytes && !(cb->att_scratch = dalloc(cb, cb->att_scratch_bytes))) ok = false;
     if (ok && cb->mm_scratch_bytes && !(cb->mm_scratch = dalloc(cb, cb->mm_scratch_bytes))) ok = false;
     if (ok && !samp_alloc(cb)) ok = false;
-    if (ok && dev_memset(cb->kv, 0, cb->layer_kv_floats * 2 * hp->n_layers * sizeof(float), cb->s) != DEV_OK)
+    if (ok && dev_memset(cb->kv, 0, cb->kv_pool_bytes * 2 * hp->n_layers, cb->s) != DEV_OK)
         ok = false;
     if (ok && dev_sync(cb->s) != DEV_OK) ok = false;
     if (!ok) {
@@ -881,7 +911,7 @@ extern "C" int64_t IFD_CUDA_ENTRY(graph_replays)(const backend *b) {
 extern "C" int IFD_CUDA_ENTRY(kv_access)(backend *b, float *host, size_t bytes, int upload) {
     if (!b || b->ops != &IFD_NS::CUDA_OPS) return IFD_ERR_INVALID;
     IFD_NS::cuda_backend *cb = (IFD_NS::cuda_backend *)b;
-    if (bytes != cb->layer_kv_floats * 2 * b->m->hp.n_layers * sizeof(float)) return IFD_ERR_INVALID;
+    if (bytes != cb->kv_pool_bytes * 2 * b->m->hp.n_layers) return IFD_ERR_INVALID;
     int rc = upload ? IFD_NS::dev_h2d(cb->kv, host, bytes, cb->s) : IFD_NS::dev_d2h(host, cb->kv, bytes, cb->s);
     if (rc == IFD_NS::DEV_OK) rc = IFD_NS::dev_sync(cb->s);
     return rc == IFD_NS::DEV_OK ? IFD_OK : IFD_ERR_INTERNAL;
