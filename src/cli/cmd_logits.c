@@ -1,10 +1,11 @@
-/* cmd_logits.c — `inferd logits -m FILE --ids "1 2 3" [--kv-cache-dtype D]`: one line
+/* cmd_logits.c — `inferd logits -m FILE --ids "1 2 3" [--kv-cache-dtype D] [--device cpu|cuda|emu]`: one line
  * per position with the full vocabulary's logits (%.9g), ids used verbatim (no BOS).
  * The contract the NumPy cross-check tests use. The KV cache is f32 unless
  * --kv-cache-dtype says otherwise: this tool checks the forward's arithmetic, and a
  * reduced-precision cache (the engine's default elsewhere) is a separate, lossy choice.
  * --quantize int8|int4 (with --quantize-group-size, --quantize-lm-head,
- * --quantize-keep-layers) quantizes on load as the engine commands do.
+ * --quantize-keep-layers) quantizes on load as the engine commands do. --device: the CPU
+ * unless told otherwise (cuda, or emu: the CUDA kernels under the SIMT emulation).
  *
  * It runs the engine (non-threaded, one sequence) with a prompt-logprobs request of
  * max_tokens 0, so every prompt position's logits row is computed by the same path a
@@ -54,6 +55,7 @@ int cli_logits(int argc, char **argv) {
     const char *path = NULL, *ids_s = NULL, *kv_dtype = "f32", *keep = NULL;
     int bits = 0, group = 128;
     bool lm_head = false;
+    inferd_device device = INFERD_DEVICE_CPU;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc)
             path = argv[++i];
@@ -78,14 +80,24 @@ int cli_logits(int argc, char **argv) {
             lm_head = true;
         else if (!strcmp(argv[i], "--quantize-keep-layers") && i + 1 < argc)
             keep = argv[++i];
-        else {
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            const char *d = argv[++i];
+            if (!strcmp(d, "cpu")) device = INFERD_DEVICE_CPU;
+            else if (!strcmp(d, "cuda")) device = INFERD_DEVICE_CUDA;
+            else if (!strcmp(d, "emu")) device = INFERD_DEVICE_EMU;
+            else {
+                fprintf(stderr, "inferd logits: --device: expected one of cpu|cuda|emu\n");
+                return 2;
+            }
+        } else {
             fprintf(stderr, "inferd logits: unknown or incomplete option '%s'\n", argv[i]);
             return 2;
         }
     }
     if (!path || !ids_s) {
         fprintf(stderr, "inferd logits: usage: -m FILE --ids \"1 2 3\" [--quantize none|int8|int4] "
-                        "[--quantize-group-size 32|64|128] [--quantize-lm-head] [--quantize-keep-layers LIST]\n");
+                        "[--quantize-group-size 32|64|128] [--quantize-lm-head] [--quantize-keep-layers LIST] "
+                        "[--kv-cache-dtype D] [--device cpu|cuda|emu]\n");
         return 2;
     }
     int32_t *ids = NULL, n = 0;
@@ -106,6 +118,7 @@ int cli_logits(int argc, char **argv) {
     eo.max_model_len = n + 1; /* the prompt must be shorter than the context */
     eo.enable_prefix_caching = false;
     eo.kv_cache_dtype = kv_dtype;
+    eo.device = device;
     eo.quantize_bits = bits;
     eo.quantize_group_size = group;
     eo.quantize_lm_head = lm_head;
