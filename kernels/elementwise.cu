@@ -702,7 +702,8 @@ int k_rope_store_kv(dev_stream s, float *q, float *k, const float *v, const k_kv
     if (n_tokens == 0) return DEV_OK;
     if (!q || !k || !v || !cache->k || !cache->v || !positions || !slot_mapping) return DEV_ERR;
     if (cache->dtype == K_KV_INT8 && (!cache->k_scale || !cache->v_scale)) return DEV_ERR;
-    IFD_LAUNCH(k_rope_store_kv_kernel, n_tokens, ROPE_THREADS, 0, s, q, k, v, *cache, positions,
+    const k_kv c = *cache; /* by value: a captured graph replays the launch after *cache is gone */
+    IFD_LAUNCH(k_rope_store_kv_kernel, n_tokens, ROPE_THREADS, 0, s, q, k, v, c, positions,
                slot_mapping, n_heads, n_kv_heads, hd, rp.n_rot, layout == K_ROPE_NEOX ? 1 : 0, rp.base,
                rp.freq_scale, freq_div);
     return dev_check_launch();
