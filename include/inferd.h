@@ -96,9 +96,8 @@ typedef struct inferd_engine_options {
     bool enable_prefix_caching;     /* default true */
     bool reference_kernels;         /* CPU: plain C reference kernels (slow; for tests) */
     const char *kv_cache_dtype;     /* KV cache element type: "auto" (or NULL), "f32", "f16",
-                                       "bf16", "int8", "fp8"; auto: f16 on the CPU, f32 on
-                                       CUDA (which stores f32 only so far: any other value
-                                       there fails engine creation) */
+                                       "bf16", "int8", "fp8"; auto: f16 on the CPU, bf16 on
+                                       CUDA (every backend stores every dtype) */
     bool threaded;                  /* run the engine thread (default true); false: the caller
                                        drives it with inferd_engine_step (tests, bench) */
 } inferd_engine_options;

@@ -73,7 +73,7 @@ static const cfg_opt OPTS[] = {
     {"reference-kernels", NULL, E, CFG_BOOL, O(reference_kernels), "false", 0, 0, NULL, false,
      "CPU plain C reference kernels (slow; for tests)"},
     {"kv-cache-dtype", NULL, E, CFG_ENUM, O(kv_cache_dtype), "auto", 0, 0, "auto|f32|f16|bf16|int8|fp8",
-     false, "KV cache element type: auto = f16 on the CPU, f32 on CUDA; int8 (a scale per token "
+     false, "KV cache element type: auto = f16 on the CPU, bf16 on CUDA; int8 (a scale per token "
             "and head) and fp8 (E4M3) hold ~4x the tokens of f32"},
     /* default: inferd_engine_options_default's, measured (see the comment there) */
     {"max-step-ms", NULL, E, CFG_FLOAT, O(max_step_ms), "100", 0, 600000, NULL,

@@ -2,8 +2,9 @@
 # tests/gpu/run.sh — the one script for a GPU host (issue 9): builds with CUDA for sm_90
 # only, runs every kernel test natively (tests/cuda/test_*.cu -> gpu_test_*), runs greedy
 # generation on the Shakespeare models on the GPU and on the CPU backend and compares the
-# tokens, runs the GPU benchmarks (device copy bandwidth; batch-1 decode of random
-# llama3-8b weights in BF16 / Q4_0 / Q4_K; output tok/s at 64 and 256 concurrent
+# tokens (f32 KV on both; then each KV dtype's first 16 tokens), runs the GPU benchmarks
+# (device copy bandwidth; batch-1 decode of random llama3-8b weights in BF16 / Q4_0 / Q4_K
+# and quantized on load to INT8 / INT4-g128; output tok/s at 64 and 256 concurrent
 # requests), and prints one summary table. Budget: under 8 minutes on an H200.
 #
 # What must be on the GPU host (it has nvcc, CMake and Python, but no Debian packages
@@ -87,27 +88,42 @@ done
 for m in "$ASSETS"/models/shakespeare-*.gguf; do
   name=$(basename "$m" .gguf)
   for p in "ROMEO:" "The king"; do
-    a=$("$B/inferd" generate -m "$m" -p "$p" -n 48 --temp 0 --ids --device cuda 2>"$LOG/e2e-$name.err")
-    b=$("$B/inferd" generate -m "$m" -p "$p" -n 48 --temp 0 --ids --device cpu 2>>"$LOG/e2e-$name.err")
+    # an f32 KV cache on both (the defaults differ: bf16 on CUDA, f16 on the CPU)
+    a=$("$B/inferd" generate -m "$m" -p "$p" -n 48 --temp 0 --ids --device cuda --kv-cache-dtype f32 2>"$LOG/e2e-$name.err")
+    b=$("$B/inferd" generate -m "$m" -p "$p" -n 48 --temp 0 --ids --device cpu --kv-cache-dtype f32 2>>"$LOG/e2e-$name.err")
     if [ -n "$a" ] && [ "$a" = "$b" ]; then r=same; else r=DIFF; FAILS=$((FAILS+1)); fi
     row "greedy $name '$p'" "$r" "$(echo "$a" | wc -w) tokens"
   done
+done
+# every KV dtype on the GPU: the first 16 greedy tokens as the CPU backend's with that dtype
+m=$ASSETS/models/shakespeare-target.gguf
+for kd in f16 bf16 int8 fp8; do
+  a=$("$B/inferd" generate -m "$m" -p "ROMEO:" -n 16 --temp 0 --ids --device cuda --kv-cache-dtype $kd 2>"$LOG/e2e-kv-$kd.err")
+  b=$("$B/inferd" generate -m "$m" -p "ROMEO:" -n 16 --temp 0 --ids --device cpu --kv-cache-dtype $kd 2>>"$LOG/e2e-kv-$kd.err")
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then r=same; else r=DIFF; FAILS=$((FAILS+1)); fi
+  row "greedy kv $kd (16 tokens)" "$r" "$(echo "$a" | wc -w) tokens"
 done
 
 # ---- 5. benchmarks -----------------------------------------------------------------------
 BW=$("$B/gpu_membw" 4096 2>"$LOG/membw.err")
 COPY=$(echo "$BW" | python3 -c 'import json,sys; print(json.load(sys.stdin)["copy_gbps"])' 2>/dev/null || echo 0)
 row "device copy bandwidth" "$COPY" "GB/s (read + write)"
-bench() { # NAME DTYPE N_REQ IN OUT MAX_SEQS
-  "$B/inferd" bench --device cuda --random-weights llama3-8b --dtype "$2" --num-requests "$3" \
-    --input-len-range "$4" --output-len-range "$5" --max-num-seqs "$6" >"$LOG/bench-$1.log" 2>&1
-  tail -1 "$LOG/bench-$1.log"
+bench() { # NAME DTYPE N_REQ IN OUT MAX_SEQS [more options]
+  local name=$1 dt=$2 nr=$3 il=$4 ol=$5 ms=$6; shift 6
+  "$B/inferd" bench --device cuda --random-weights llama3-8b --dtype "$dt" --num-requests "$nr" \
+    --input-len-range "$il" --output-len-range "$ol" --max-num-seqs "$ms" "$@" >"$LOG/bench-$name.log" 2>&1
+  tail -1 "$LOG/bench-$name.log"
 }
 if [ "${GPU_QUICK:-0}" != 1 ]; then
   for dt in bf16 q4_0 q4_k; do
     j=$(bench "b1-$dt" $dt 1 128 256 1)
     # inferd bench's last line is JSON; batch-1 decode rate = 1000 / TPOT p50 (ms)
     row "llama3-8b $dt batch-1 decode" "$(echo "$j" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(1000.0 / d["tpot_ms_p50"], 1) if d.get("tpot_ms_p50") else "?")' 2>/dev/null || echo '?')" "tok/s  (bench-b1-$dt.log)"
+  done
+  # issue 10: weight-only INT8 / INT4-g128 quantized on load from BF16, batch 1
+  for q in int8 int4; do
+    j=$(bench "b1-$q" bf16 1 128 256 1 --quantize $q)
+    row "llama3-8b bf16 --quantize $q batch-1 decode" "$(echo "$j" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(1000.0 / d["tpot_ms_p50"], 1) if d.get("tpot_ms_p50") else "?")' 2>/dev/null || echo '?')" "tok/s  (bench-b1-$q.log: weight_bytes)"
   done
   for c in 64 256; do
     j=$(bench "c$c" bf16 $c 128 512 $c)
