@@ -163,8 +163,9 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
                         t == GGML_TYPE_Q6_K;
         const bool fl = (t == GGML_TYPE_F32 || t == GGML_TYPE_F16 || t == GGML_TYPE_BF16) &&
                         K % 32 == 0;
-        /* IQ4_NL: packed at AVX-512 (Q4_0's layout) */
-        const bool nl = t == GGML_TYPE_IQ4_NL && lv == CPU_LEVEL_AVX512 && rows % 16 == 0;
+        /* IQ4_NL: packed in Q4_0's layout (16-row groups at AVX-512, 8-row at AVX2) */
+        const bool nl = t == GGML_TYPE_IQ4_NL && ((lv == CPU_LEVEL_AVX512 && rows % 16 == 0) ||
+                                                  (lv == CPU_LEVEL_AVX2 && rows % 8 == 0));
         /* Q5_K, IQ4_XS: 16-row groups at AVX-512, 8-row groups at AVX2; Q3_K, Q2_K:
          * 16-row groups at AVX-512 only */
         const bool k16 = t == GGML_TYPE_Q5_K || t == GGML_TYPE_IQ4_XS || t == GGML_TYPE_Q3_K ||

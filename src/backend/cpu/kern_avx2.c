@@ -699,7 +699,7 @@ K2_TILES(q2_K, kx_tile, GGML_TYPE_Q2_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 K2_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 /* ---- end Q5_K / Q3_K / Q2_K / IQ4_XS ---------------------------------------------------- */
 
-/* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0; Q4_K, Q6_K below) ---------------
+/* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0, IQ4_NL; Q4_K, Q6_K below) -------
  * Prepared once (kern_pack): a group of 8 rows is interleaved so that one ymm holds the
  * same 4-byte column group of all 8 rows; VPMADDUBSW against a broadcast of 4 activation
  * bytes then VPMADDWD with ones give each row's 4-element dot in its int32 lane, so a
@@ -723,8 +723,8 @@ K2_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 #define P2_PF 4096 /* prefetch distance of a group's first token tile, bytes */
 #define P2_KNT 6 /* Q4_K */
 
-AI size_t p2_qb(ggml_type t) {
-    return t == GGML_TYPE_Q4_0 ? 128 : 256;
+AI size_t p2_qb(ggml_type t) { /* Q4_0 and IQ4_NL: nibbles */
+    return t == GGML_TYPE_Q8_0 ? 256 : 128;
 }
 AI size_t p2_pb(ggml_type t) {
     return 32 + 2 * p2_qb(t);
@@ -751,7 +751,7 @@ static void p2_pack_a8(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, i
         const int h = (int)(b & 1);
         for (int i = 0; i < P2_NR; i++) {
             const uint8_t *row = w + (size_t)i * rb;
-            if (t == GGML_TYPE_Q4_0) {
+            if (t != GGML_TYPE_Q8_0) { /* Q4_0, IQ4_NL: f16 d, 16 nibble bytes */
                 const block_q4_0 *blk = (const block_q4_0 *)row + b;
                 memcpy(pd + 16 * h + 2 * i, &blk->d, 2);
                 for (int c = 0; c < 4; c++)
@@ -771,12 +771,17 @@ static void p2_pack_q4_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
 static void p2_pack_q8_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
     p2_pack_a8(GGML_TYPE_Q8_0, dst, w, rb, K);
 }
+static void p2_pack_iq4_nl(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    p2_pack_a8(GGML_TYPE_IQ4_NL, dst, w, rb, K);
+}
 
 AI __m256i bc32(const uint8_t *p) {
     return _mm256_set1_epi32(ld32i(p));
 }
 
-/* One 8-row group x NT tokens, Q4_0 / Q8_0. */
+/* One 8-row group x NT tokens, Q4_0 / Q8_0 / IQ4_NL. IQ4_NL: each nibble's table value
+ * (VPSHUFB), a signed int8, then |w| x sign(a, w) per column group and half as Q8_0
+ * (2 * 127 * 127 < 32768), each widened by VPMADDWD. */
 AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
                    int64_t nb, float *out, size_t os, int pf) {
     const size_t QB = p2_qb(t), PB = p2_pb(t);
@@ -810,6 +815,32 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
                                             _mm256_maddubs_epi16(wh[c], bc32(a + 16 + 4 * c)));
                 const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(s[0], s[1]), _mm256_add_epi16(s[2], s[3]));
                 const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(ab->bias[0]));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
+        } else if (t == GGML_TYPE_IQ4_NL) {
+            const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+            __m256i w[8], aw[8]; /* column group c: low nibbles w[c], high w[4 + c] */
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                w[c] = _mm256_shuffle_epi8(tab, _mm256_and_si256(v, m4));
+                w[4 + c] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            }
+            UNROLL
+            for (int c = 0; c < 8; c++) aw[c] = _mm256_abs_epi8(w[c]);
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + b;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i s[8];
+                UNROLL
+                for (int c = 0; c < 8; c++) {
+                    const uint8_t *ac = a + (c < 4 ? 4 * c : 16 + 4 * (c - 4));
+                    s[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bc32(ac), w[c])), ones);
+                }
+                const __m256i dot = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3])),
+                    _mm256_add_epi32(_mm256_add_epi32(s[4], s[5]), _mm256_add_epi32(s[6], s[7])));
                 acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
             }
         } else {
@@ -854,6 +885,7 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
     }
 P2_GEMM(p2_gemm_q4_0, GGML_TYPE_Q4_0)
 P2_GEMM(p2_gemm_q8_0, GGML_TYPE_Q8_0)
+P2_GEMM(p2_gemm_iq4_nl, GGML_TYPE_IQ4_NL)
 
 /* ---- packed INT8 / INT4 groups and Q4_1: 8 rows in lanes -------------------------------
  * IFD_TYPE_I8_G64 / I8_G128, IFD_TYPE_I4_G64 / I4_G128 and Q4_1 (the group-32 INT4), one
@@ -1927,6 +1959,7 @@ static const kern_table k2_table = {
     .attn = k2_attn,
     .pack = {[GGML_TYPE_Q4_0] = {P2_NR, p2_gb_q4_0, p2_pack_q4_0, p2_gemm_q4_0},
              [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0},
+             [GGML_TYPE_IQ4_NL] = {P2_NR, p2_gb_q4_0, p2_pack_iq4_nl, p2_gemm_iq4_nl},
              [IFD_TYPE_I8_G64] = {P2_NR, p2_gb_i8_g64, p2_pack_i8_g64, p2_gemm_i8_g64},
              [IFD_TYPE_I8_G128] = {P2_NR, p2_gb_i8_g128, p2_pack_i8_g128, p2_gemm_i8_g128},
              [IFD_TYPE_I4_G64] = {P2_NR, p2_gb_i4_g64, p2_pack_i4_g64, p2_gemm_i4_g64},
