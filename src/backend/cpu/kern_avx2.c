@@ -907,6 +907,9 @@ P2_GEMM(p2_gemm_iq4_nl, GGML_TYPE_IQ4_NL)
  * half zero (never read). Exactly the original's bytes up to that pad. */
 
 #define G2_NT 4 /* tokens per tile */
+#ifndef G2_DEC
+#define G2_DEC 2 /* groups streamed side by side at decode (4: INT8 slower, INT4 within noise, measured) */
+#endif
 
 AI int g2_i8(ggml_type t) {
     return t == IFD_TYPE_I8_G64 || t == IFD_TYPE_I8_G128;
@@ -1027,89 +1030,95 @@ AI void g2_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *ac
     for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 
-/* Decode: two 8-row groups (gb bytes apart, outputs 8 apart) x one token. Per row the
+/* Decode: NG 8-row groups (gb bytes apart, outputs 8 apart) x one token. Per row the
  * arithmetic of g2_body(1) (isum is an exact integer whatever order its products are
- * added in; ag and out chain in the same order), so the bits are the same; the two
- * groups' weights stream side by side (two prefetch streams) and each activation vector
- * is loaded once for both. */
-AI void g2_body_dec2(ggml_type t, const uint8_t *grp, size_t gb, const uint8_t *act, int64_t K,
-                     float *out) {
+ * added in; ag and out chain in the same order), so the bits are the same; the groups'
+ * weights stream side by side (NG prefetch streams) and each activation vector is
+ * loaded once for all. */
+AI void g2_body_dec(const int NG, ggml_type t, const uint8_t *grp, size_t gb, const uint8_t *act,
+                    int64_t K, float *out) {
     const int G = g2_g(t), NS = G / 32, I8 = g2_i8(t), UPG = g2_upg(t);
     const int64_t nb = K / 32, ng = K / G;
     const size_t SB = g2_sb(t), UB = g2_ub(t);
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const a8_block *ab = (const a8_block *)act;
     const float *dsum = (const float *)(ab + nb);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    __m256 acc[G2_DEC];
+    UNROLL
+    for (int r = 0; r < NG; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        const uint8_t *u0 = grp + (size_t)(g / UPG) * UB, *u1 = u0 + gb;
+        const uint8_t *u = grp + (size_t)(g / UPG) * UB;
         const int h = (int)(g % UPG);
-        __m256 ag0 = _mm256_setzero_ps(), ag1 = ag0;
+        __m256 ag[G2_DEC];
+        UNROLL
+        for (int r = 0; r < NG; r++) ag[r] = _mm256_setzero_ps();
         for (int s = 0; s < NS; s++) {
             const int64_t b = g * NS + s;
-            const size_t qo = 32 + (size_t)(h * NS + s) * SB;
-            const uint8_t *q0 = u0 + qo, *q1 = u1 + qo;
+            const uint8_t *q = u + 32 + (size_t)(h * NS + s) * SB; /* group r's: q + r * gb */
             const uint8_t *a = (const uint8_t *)ab[b].qs;
             /* P2_PF ahead in each stream's own sequence: past a group's end, the same
-             * offset of the next pair's group (a hint: may point past the matrix) */
-            size_t pf = (size_t)(q0 - grp) + P2_PF;
-            if (pf >= gb) pf += gb;
-            for (size_t l = 0; l < SB; l += 64) {
-                _mm_prefetch((const char *)grp + pf + l, _MM_HINT_T0);
-                _mm_prefetch((const char *)grp + gb + pf + l, _MM_HINT_T0);
-            }
-            __m256i i0, i1;
+             * offset of the next round's group (a hint: may point past the matrix) */
+            size_t pf = (size_t)(q - grp) + P2_PF;
+            if (pf >= gb) pf += (size_t)(NG - 1) * gb;
+            for (size_t l = 0; l < SB; l += 64)
+                UNROLL
+                for (int r = 0; r < NG; r++) _mm_prefetch((const char *)grp + pf + (size_t)r * gb + l, _MM_HINT_T0);
+            __m256i is[G2_DEC];
             if (I8) {
                 UNROLL
                 for (int c = 0; c < 8; c++) {
                     const __m256i av = bc32(a + 4 * c);
-                    const __m256i w0 = _mm256_loadu_si256((const __m256i *)(q0 + 32 * c));
-                    const __m256i w1 = _mm256_loadu_si256((const __m256i *)(q1 + 32 * c));
-                    const __m256i d0 = _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(_mm256_abs_epi8(w0), _mm256_sign_epi8(av, w0)), ones);
-                    const __m256i d1 = _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(_mm256_abs_epi8(w1), _mm256_sign_epi8(av, w1)), ones);
-                    i0 = c == 0 ? d0 : _mm256_add_epi32(i0, d0);
-                    i1 = c == 0 ? d1 : _mm256_add_epi32(i1, d1);
+                    UNROLL
+                    for (int r = 0; r < NG; r++) {
+                        const __m256i w = _mm256_loadu_si256((const __m256i *)(q + (size_t)r * gb + 32 * c));
+                        const __m256i d = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(av, w)), ones);
+                        is[r] = c == 0 ? d : _mm256_add_epi32(is[r], d);
+                    }
                 }
             } else {
-                __m256i p0 = _mm256_setzero_si256(), p1 = p0;
+                __m256i p[G2_DEC];
+                UNROLL
+                for (int r = 0; r < NG; r++) p[r] = _mm256_setzero_si256();
                 UNROLL
                 for (int c = 0; c < 4; c++) {
                     const __m256i al = bc32(a + 4 * c), ah = bc32(a + 16 + 4 * c);
-                    const __m256i v0 = _mm256_loadu_si256((const __m256i *)(q0 + 32 * c));
-                    const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q1 + 32 * c));
-                    p0 = _mm256_add_epi16(p0, _mm256_add_epi16(
-                        _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), al),
-                        _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), ah)));
-                    p1 = _mm256_add_epi16(p1, _mm256_add_epi16(
-                        _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), al),
-                        _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), ah)));
+                    UNROLL
+                    for (int r = 0; r < NG; r++) {
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + (size_t)r * gb + 32 * c));
+                        p[r] = _mm256_add_epi16(p[r], _mm256_add_epi16(
+                            _mm256_maddubs_epi16(_mm256_and_si256(v, m4), al),
+                            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), ah)));
+                    }
                 }
-                i0 = _mm256_madd_epi16(p0, ones);
-                i1 = _mm256_madd_epi16(p1, ones);
+                UNROLL
+                for (int r = 0; r < NG; r++) is[r] = _mm256_madd_epi16(p[r], ones);
             }
             const __m256 da = _mm256_set1_ps(ab[b].d[0]);
-            ag0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), da, ag0);
-            ag1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), da, ag1);
+            UNROLL
+            for (int r = 0; r < NG; r++) ag[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r]), da, ag[r]);
         }
-        acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(u0 + 16 * h))), ag0, acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(u1 + 16 * h))), ag1, acc1);
+        UNROLL
+        for (int r = 0; r < NG; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(u + (size_t)r * gb + 16 * h))),
+                                     ag[r], acc[r]);
         if (!I8) {
             const float *ds = dsum + g * NS;
             float sg = ds[0];
             for (int s = 1; s < NS; s++) sg += ds[s];
             const __m256 sv = _mm256_set1_ps(sg);
-            acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(u0 + 16))), sv, acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(u1 + 16))), sv, acc1);
+            UNROLL
+            for (int r = 0; r < NG; r++)
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(u + (size_t)r * gb + 16))),
+                                         sv, acc[r]);
         }
     }
-    _mm256_storeu_ps(out, acc0);
-    _mm256_storeu_ps(out + 8, acc1);
+    UNROLL
+    for (int r = 0; r < NG; r++) _mm256_storeu_ps(out + 8 * r, acc[r]);
 }
 
 /* Groups in order; per group the full token tiles, then the rest one token at a time
- * (decode: two groups at a time). */
+ * (decode: G2_DEC groups at a time). */
 #define G2_FNS(name, T)                                                                        \
     static size_t p2_gb_##name(int64_t K) {                                                    \
         return g2_gb(T, K);                                                                    \
@@ -1121,8 +1130,8 @@ AI void g2_body_dec2(ggml_type t, const uint8_t *grp, size_t gb, const uint8_t *
                                size_t as, int64_t K, float *out, size_t os, int32_t nt) {      \
         int64_t g = 0;                                                                         \
         if (nt == 1)                                                                           \
-            for (; g + 2 <= ng; g += 2)                                                        \
-                g2_body_dec2(T, grp + (size_t)g * gb, gb, act, K, out + (size_t)g * P2_NR);    \
+            for (; g + G2_DEC <= ng; g += G2_DEC)                                              \
+                g2_body_dec(G2_DEC, T, grp + (size_t)g * gb, gb, act, K, out + (size_t)g * P2_NR); \
         for (; g < ng; g++) {                                                                  \
             const uint8_t *gp = grp + (size_t)g * gb;                                          \
             float *og = out + (size_t)g * P2_NR;                                               \
