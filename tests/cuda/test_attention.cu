@@ -99,9 +99,11 @@ static dev_world world_upload(const att_world *w) {
     return d;
 }
 
-// Run k_attention on a step; returns its status and fills out (host) on success.
-static int run_step(const att_world *w, const dev_world &dw, const att_step &st,
-                    std::vector<float> *out, size_t scratch_bytes, int bound_q = 0, int bound_keys = 0) {
+// Run one attention launch on a step: the step's q and batch arrays uploaded, launch(q,
+// out, batch, scratch) called, out downloaded on success; returns the launch's status.
+template <typename F>
+static int run_launch(const att_world *w, const att_step &st, std::vector<float> *out, size_t scratch_bytes,
+                      F launch) {
     const size_t qd = (size_t)w->n_heads * w->hd, T = st.pos.size();
     std::vector<float> q = step_q(st, w);
     float *dq = (float *)ct_upload(q.data(), q.size() * sizeof(float));
@@ -115,10 +117,7 @@ static int run_step(const att_world *w, const dev_world &dw, const att_step &st,
     b.n_tokens = (int32_t)T, b.n_seqs = (int32_t)st.ctx.size(), b.max_blocks_per_seq = w->mbps;
     b.positions = dpos, b.seq_start = dss, b.context_len = dctx, b.block_table = dbt;
     b.h_positions = st.pos.data(), b.h_seq_start = st.seq_start.data(), b.h_context_len = st.ctx.data();
-    int rc = bound_q ? k_attention_bounded(NULL, dout, dq, dw.k, dw.v, &b, w->n_heads, w->n_kv, w->hd, w->bs,
-                                           bound_q, bound_keys, scr, scratch_bytes)
-                     : k_attention(NULL, dout, dq, dw.k, dw.v, &b, w->n_heads, w->n_kv, w->hd, w->bs, scr,
-                                   scratch_bytes);
+    int rc = launch(dout, dq, &b, scr);
     if (rc == DEV_OK) rc = ct_sync();
     if (rc == DEV_OK) {
         out->resize(T * qd);
@@ -126,6 +125,17 @@ static int run_step(const att_world *w, const dev_world &dw, const att_step &st,
     }
     ct_free(dq), ct_free(dout), ct_free(dpos), ct_free(dss), ct_free(dctx), ct_free(dbt), ct_free(scr);
     return rc;
+}
+
+// Run k_attention (f32 pools) on a step; returns its status and fills out (host) on success.
+static int run_step(const att_world *w, const dev_world &dw, const att_step &st,
+                    std::vector<float> *out, size_t scratch_bytes, int bound_q = 0, int bound_keys = 0) {
+    return run_launch(w, st, out, scratch_bytes, [&](float *dout, const float *dq, const k_attn_batch *b, void *scr) {
+        return bound_q ? k_attention_bounded(NULL, dout, dq, dw.k, dw.v, b, w->n_heads, w->n_kv, w->hd, w->bs,
+                                             bound_q, bound_keys, scr, scratch_bytes)
+                       : k_attention(NULL, dout, dq, dw.k, dw.v, b, w->n_heads, w->n_kv, w->hd, w->bs, scr,
+                                     scratch_bytes);
+    });
 }
 
 static std::vector<float> ref_step(const att_world *w, const att_step &st) {
@@ -314,29 +324,11 @@ static void pools_free(kv_pools *p) { ct_free(p->dev.k), ct_free(p->dev.v), ct_f
 
 static int run_step_kv(const att_world *w, const k_kv *c, const att_step &st, std::vector<float> *out,
                        size_t scratch_bytes, int bound_q = 0) {
-    const size_t qd = (size_t)w->n_heads * w->hd, T = st.pos.size();
-    std::vector<float> q = step_q(st, w);
-    float *dq = (float *)ct_upload(q.data(), q.size() * sizeof(float));
-    float *dout = (float *)ct_alloc(T * qd * sizeof(float));
-    int32_t *dpos = (int32_t *)ct_upload(st.pos.data(), T * 4);
-    int32_t *dss = (int32_t *)ct_upload(st.seq_start.data(), st.seq_start.size() * 4);
-    int32_t *dctx = (int32_t *)ct_upload(st.ctx.data(), st.ctx.size() * 4);
-    int32_t *dbt = (int32_t *)ct_upload(st.table.data(), st.table.size() * 4);
-    void *scr = scratch_bytes ? ct_alloc(scratch_bytes) : NULL;
-    k_attn_batch b;
-    b.n_tokens = (int32_t)T, b.n_seqs = (int32_t)st.ctx.size(), b.max_blocks_per_seq = w->mbps;
-    b.positions = dpos, b.seq_start = dss, b.context_len = dctx, b.block_table = dbt;
-    b.h_positions = st.pos.data(), b.h_seq_start = st.seq_start.data(), b.h_context_len = st.ctx.data();
-    int rc = bound_q ? k_attention_bounded_kv(NULL, dout, dq, c, &b, w->n_heads, w->n_kv, w->hd, w->bs, bound_q,
-                                              w->mbps * w->bs, scr, scratch_bytes)
-                     : k_attention_kv(NULL, dout, dq, c, &b, w->n_heads, w->n_kv, w->hd, w->bs, scr, scratch_bytes);
-    if (rc == DEV_OK) rc = ct_sync();
-    if (rc == DEV_OK) {
-        out->resize(T * qd);
-        ct_download(out->data(), dout, T * qd * sizeof(float));
-    }
-    ct_free(dq), ct_free(dout), ct_free(dpos), ct_free(dss), ct_free(dctx), ct_free(dbt), ct_free(scr);
-    return rc;
+    return run_launch(w, st, out, scratch_bytes, [&](float *dout, const float *dq, const k_attn_batch *b, void *scr) {
+        return bound_q ? k_attention_bounded_kv(NULL, dout, dq, c, b, w->n_heads, w->n_kv, w->hd, w->bs, bound_q,
+                                                w->mbps * w->bs, scr, scratch_bytes)
+                       : k_attention_kv(NULL, dout, dq, c, b, w->n_heads, w->n_kv, w->hd, w->bs, scr, scratch_bytes);
+    });
 }
 
 // Every KV dtype: k_attention_kv over pools stored by kv_store_row against
