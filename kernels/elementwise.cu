@@ -662,19 +662,26 @@ int k_embed(dev_stream s, float *out, const void *emb, int type, int64_t n_cols,
     return k_embed_flagged(s, out, emb, type, n_cols, row_bytes, ids, n, n_vocab, NULL);
 }
 
-int k_rope_store(dev_stream s, float *q, float *k, const float *v, float *k_cache, float *v_cache,
-                 const int32_t *positions, const int32_t *slot_mapping, int32_t n_tokens,
-                 int32_t n_heads, int32_t n_kv_heads, k_rope rp, const float *freq_div) {
+/* k_rope_store's size checks: DEV_ERR for a bad one, DEV_OK for an empty batch (nothing to
+ * launch), 1 to go on. The layout is checked (any int may arrive from the host; C++ may
+ * not load an enum outside its values). */
+static int rope_args(int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads, const k_rope &rp) {
     const int32_t hd = rp.head_dim;
     if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || hd <= 0 || hd > ROPE_MAX_HEAD_DIM)
         return DEV_ERR;
     if (rp.n_rot <= 0 || rp.n_rot > hd || rp.n_rot % 2 != 0) return DEV_ERR;
-    /* the layout is checked (any int may arrive from the host; C++ may not
-     * load an enum outside its values) */
-    const int layout = rp.layout;
-    if (layout != K_ROPE_NORM && layout != K_ROPE_NEOX) return DEV_ERR;
+    if (rp.layout != K_ROPE_NORM && rp.layout != K_ROPE_NEOX) return DEV_ERR;
     if ((int64_t)n_heads * hd > INT32_MAX || (int64_t)n_kv_heads * hd > INT32_MAX) return DEV_ERR;
-    if (n_tokens == 0) return DEV_OK;
+    return n_tokens == 0 ? DEV_OK : 1;
+}
+
+int k_rope_store(dev_stream s, float *q, float *k, const float *v, float *k_cache, float *v_cache,
+                 const int32_t *positions, const int32_t *slot_mapping, int32_t n_tokens,
+                 int32_t n_heads, int32_t n_kv_heads, k_rope rp, const float *freq_div) {
+    const int32_t hd = rp.head_dim;
+    const int rc = rope_args(n_tokens, n_heads, n_kv_heads, rp);
+    if (rc != 1) return rc;
+    const int layout = rp.layout;
     if (!q || !k || !v || !k_cache || !v_cache || !positions || !slot_mapping) return DEV_ERR;
     const int vec = ((int64_t)n_kv_heads * hd) % 4 == 0 && aligned16(k) && aligned16(v) &&
                     aligned16(k_cache) && aligned16(v_cache);
@@ -693,13 +700,9 @@ int k_rope_store_kv(dev_stream s, float *q, float *k, const float *v, const k_kv
                             n_tokens, n_heads, n_kv_heads, rp, freq_div);
     const int32_t hd = rp.head_dim;
     if (cache->dtype < K_KV_F16 || cache->dtype > K_KV_FP8) return DEV_ERR;
-    if (n_tokens < 0 || n_heads <= 0 || n_kv_heads <= 0 || hd <= 0 || hd > ROPE_MAX_HEAD_DIM)
-        return DEV_ERR;
-    if (rp.n_rot <= 0 || rp.n_rot > hd || rp.n_rot % 2 != 0) return DEV_ERR;
+    const int rc = rope_args(n_tokens, n_heads, n_kv_heads, rp);
+    if (rc != 1) return rc;
     const int layout = rp.layout;
-    if (layout != K_ROPE_NORM && layout != K_ROPE_NEOX) return DEV_ERR;
-    if ((int64_t)n_heads * hd > INT32_MAX || (int64_t)n_kv_heads * hd > INT32_MAX) return DEV_ERR;
-    if (n_tokens == 0) return DEV_OK;
     if (!q || !k || !v || !cache->k || !cache->v || !positions || !slot_mapping) return DEV_ERR;
     if (cache->dtype == K_KV_INT8 && (!cache->k_scale || !cache->v_scale)) return DEV_ERR;
     const k_kv c = *cache; /* by value: a captured graph replays the launch after *cache is gone */

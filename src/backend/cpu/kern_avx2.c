@@ -779,6 +779,21 @@ AI __m256i bc32(const uint8_t *p) {
     return _mm256_set1_epi32(ld32i(p));
 }
 
+/* The signed 4-bit-table families' (IQ4_NL, IQ4_XS) block dot of one token: w[c] the
+ * table values of column group c (c < 4: low nibbles, elements 4c..; c >= 4: high,
+ * 16 + 4(c - 4)..), aw[c] = |w[c]|; |w| x sign(a, w) per group (2 * 127 * 127 < 32768),
+ * each widened by VPMADDWD, summed in a fixed tree (exact int32). */
+AI __m256i sdot_nib8(const __m256i *aw, const __m256i *w, const uint8_t *a, __m256i ones) {
+    __m256i p[8];
+    UNROLL
+    for (int c = 0; c < 8; c++) {
+        const uint8_t *ac = a + (c < 4 ? 4 * c : 16 + 4 * (c - 4));
+        p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bc32(ac), w[c])), ones);
+    }
+    return _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])),
+                            _mm256_add_epi32(_mm256_add_epi32(p[4], p[5]), _mm256_add_epi32(p[6], p[7])));
+}
+
 /* One 8-row group x NT tokens, Q4_0 / Q8_0 / IQ4_NL. IQ4_NL: each nibble's table value
  * (VPSHUFB), a signed int8, then |w| x sign(a, w) per column group and half as Q8_0
  * (2 * 127 * 127 < 32768), each widened by VPMADDWD. */
@@ -831,16 +846,7 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
             UNROLL
             for (int j = 0; j < NT; j++) {
                 const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + b;
-                const uint8_t *a = (const uint8_t *)ab->qs;
-                __m256i s[8];
-                UNROLL
-                for (int c = 0; c < 8; c++) {
-                    const uint8_t *ac = a + (c < 4 ? 4 * c : 16 + 4 * (c - 4));
-                    s[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bc32(ac), w[c])), ones);
-                }
-                const __m256i dot = _mm256_add_epi32(
-                    _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3])),
-                    _mm256_add_epi32(_mm256_add_epi32(s[4], s[5]), _mm256_add_epi32(s[6], s[7])));
+                const __m256i dot = sdot_nib8(aw, w, (const uint8_t *)ab->qs, ones);
                 acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
             }
         } else {
@@ -1538,16 +1544,7 @@ AI void p2_iq4xs_body(const int NT, const uint8_t *grp, const uint8_t *act, size
             UNROLL
             for (int j = 0; j < NT; j++) {
                 const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + b;
-                const uint8_t *a = (const uint8_t *)ab->qs;
-                __m256i p[8];
-                UNROLL
-                for (int c = 0; c < 8; c++) {
-                    const uint8_t *ac = a + (c < 4 ? 4 * c : 16 + 4 * (c - 4));
-                    p[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(bc32(ac), wv[c])), ones);
-                }
-                const __m256i dot = _mm256_add_epi32(
-                    _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3])),
-                    _mm256_add_epi32(_mm256_add_epi32(p[4], p[5]), _mm256_add_epi32(p[6], p[7])));
+                const __m256i dot = sdot_nib8(aw, wv, (const uint8_t *)ab->qs, ones);
                 acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(ab->d[0])), acc[j]);
             }
         }
