@@ -1155,6 +1155,80 @@ AI void gp_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *ac
     for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 
+#define GP_DEC 2 /* groups streamed side by side at decode */
+
+/* Decode: NG 16-row groups (gb bytes apart, outputs 16 apart) x one token. Per row the
+ * arithmetic of gp_body(1) (isum is an exact integer whatever order its products are
+ * added in; ag and out chain in the same order), so the bits are the same; the groups'
+ * weights stream side by side (NG prefetch streams) and each activation broadcast is
+ * made once for all. */
+AI void gp_body_dec(const int NG, ggml_type t, const uint8_t *grp, size_t gb, const uint8_t *act,
+                    int64_t K, float *out) {
+    const int G = gp_g(t), NS = G / 32, I8 = gp_i8(t), UPG = gp_upg(t);
+    const int64_t nb = K / 32, np = (nb + 1) / 2, ng = K / G;
+    const size_t SB = gp_sb(t), UB = gp_ub(t);
+    const float *da = (const float *)(act + a8_da_offset(np));
+    const int32_t *bo = (const int32_t *)(act + a8_boff_offset(np));
+    const float *ds = (const float *)(act + a8_dsum_offset(np));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[GP_DEC];
+    for (int r = 0; r < NG; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const uint8_t *u = grp + (size_t)(g / UPG) * UB;
+        const int h = (int)(g % UPG);
+        __m512 ag[GP_DEC];
+        for (int r = 0; r < NG; r++) ag[r] = _mm512_setzero_ps();
+        for (int s = 0; s < NS; s++) {
+            const int64_t b = g * NS + s;
+            const uint8_t *q = u + 64 + (size_t)(h * NS + s) * SB; /* group r's: q + r * gb */
+            const uint8_t *a = act + (size_t)(b >> 1) * sizeof(a8_pair) + 32 * (size_t)(b & 1);
+            /* PK_PF ahead in each stream's own sequence: past a group's end, the same
+             * offset of the next round's group (a hint: may point past the matrix) */
+            size_t pf = (size_t)(q - grp) + PK_PF;
+            if (pf >= gb) pf += (size_t)(NG - 1) * gb;
+            for (size_t l = 0; l < SB; l += 64)
+                for (int r = 0; r < NG; r++) _mm_prefetch((const char *)grp + pf + (size_t)r * gb + l, _MM_HINT_T0);
+            __m512i ia[GP_DEC];
+            if (I8) {
+                for (int r = 0; r < NG; r++) ia[r] = _mm512_set1_epi32(bo[b]);
+                for (int c = 0; c < 8; c++) {
+                    const __m512i av = _mm512_set1_epi32(ld32i(a + 4 * c));
+                    for (int r = 0; r < NG; r++)
+                        ia[r] = _mm512_dpbusd_epi32(ia[r], _mm512_load_si512(q + (size_t)r * gb + 64 * c), av);
+                }
+            } else { /* two integer chains per group (exact: the same isum) */
+                __m512i ib[GP_DEC];
+                for (int r = 0; r < NG; r++) ia[r] = ib[r] = _mm512_setzero_si512();
+                for (int c = 0; c < 4; c++) {
+                    const __m512i al = _mm512_set1_epi32(ld32i(a + 4 * c)), ah = _mm512_set1_epi32(ld32i(a + 16 + 4 * c));
+                    for (int r = 0; r < NG; r++) {
+                        const __m512i v = _mm512_load_si512(q + (size_t)r * gb + 64 * c);
+                        ia[r] = _mm512_dpbusd_epi32(ia[r], _mm512_and_si512(v, m4), al);
+                        ib[r] = _mm512_dpbusd_epi32(ib[r], _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), ah);
+                    }
+                }
+                for (int r = 0; r < NG; r++) ia[r] = _mm512_add_epi32(ia[r], ib[r]);
+            }
+            const __m512 dav = _mm512_set1_ps(da[b]);
+            for (int r = 0; r < NG; r++) ag[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), dav, ag[r]);
+        }
+        for (int r = 0; r < NG; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(u + (size_t)r * gb + 32 * h))),
+                                     ag[r], acc[r]);
+        if (!I8) {
+            float sg = ds[g * NS];
+            for (int s = 1; s < NS; s++) sg += ds[g * NS + s];
+            const __m512 sv = _mm512_set1_ps(sg);
+            for (int r = 0; r < NG; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(u + (size_t)r * gb + 32))),
+                                         sv, acc[r]);
+        }
+    }
+    for (int r = 0; r < NG; r++) _mm512_storeu_ps(out + PK_NR * r, acc[r]);
+}
+
+/* Groups in order; per group the full token tiles, then the rest one token at a time
+ * (decode: GP_DEC groups at a time). */
 #define GP_FNS(name, T)                                                                        \
     static size_t pk_gb_##name(int64_t K) {                                                    \
         return gp_gb(T, K);                                                                    \
@@ -1162,15 +1236,22 @@ AI void gp_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *ac
     static void pk_pack_##name(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {         \
         gp_pack(T, dst, w, rb, K);                                                             \
     }                                                                                          \
-    AI void pk_##name##_nt(const uint8_t *g, const uint8_t *a, size_t as, int64_t K, float *o, \
-                           size_t os, int pf) {                                                \
-        gp_body(GP_NT, T, g, a, as, K, o, os, pf);                                             \
-    }                                                                                          \
-    AI void pk_##name##_1(const uint8_t *g, const uint8_t *a, size_t as, int64_t K, float *o,  \
-                          size_t os, int pf) {                                                 \
-        gp_body(1, T, g, a, as, K, o, os, pf);                                                 \
-    }                                                                                          \
-    PK_GEMM(pk_gemm_##name, pk_##name##_nt, pk_##name##_1, GP_NT)
+    static void pk_gemm_##name(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act,  \
+                               size_t as, int64_t K, float *out, size_t os, int32_t nt) {      \
+        int64_t g = 0;                                                                         \
+        if (nt == 1)                                                                           \
+            for (; g + GP_DEC <= ng; g += GP_DEC)                                              \
+                gp_body_dec(GP_DEC, T, grp + (size_t)g * gb, gb, act, K, out + (size_t)g * PK_NR); \
+        for (; g < ng; g++) {                                                                  \
+            const uint8_t *gp = grp + (size_t)g * gb;                                          \
+            float *og = out + (size_t)g * PK_NR;                                               \
+            int32_t j = 0;                                                                     \
+            for (; j + GP_NT <= nt; j += GP_NT)                                                \
+                gp_body(GP_NT, T, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0); \
+            for (; j < nt; j++)                                                                \
+                gp_body(1, T, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0); \
+        }                                                                                      \
+    }
 GP_FNS(i8_g64, IFD_TYPE_I8_G64)
 GP_FNS(i8_g128, IFD_TYPE_I8_G128)
 GP_FNS(i4_g64, IFD_TYPE_I4_G64)
