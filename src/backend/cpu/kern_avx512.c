@@ -1761,6 +1761,7 @@ KERN_TILES(bf16, f_tile, GGML_TYPE_BF16, FNR, FNT, K)
 #define FP_NV (FP_NR / 16)
 #define FP_NT 6
 #define FP_KC 512
+#define FP_PF 4096 /* decode prefetch distance, bytes */
 
 AI size_t fp_esz(ggml_type t) {
     return t == GGML_TYPE_F32 ? 4 : 2;
@@ -1803,6 +1804,9 @@ AI void fp_body(const int NT, ggml_type t, const uint8_t *g, int64_t k0, int64_t
     }
     for (int64_t k = k0; k < k1; k++) {
         __m512 wv[FP_NV];
+        if (NT == 1) /* decode streams the group from DRAM: fetch ahead */
+            for (size_t l = 0; l < FP_NR * fp_esz(t); l += 64)
+                _mm_prefetch((const char *)g + (size_t)k * FP_NR * fp_esz(t) + FP_PF + l, _MM_HINT_T0);
         for (int v = 0; v < FP_NV; v++) wv[v] = fp_ld(t, g, k, v);
         for (int j = 0; j < NT; j++) {
             const __m512 xv = _mm512_set1_ps(x[j][k]);
