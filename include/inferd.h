@@ -100,6 +100,18 @@ typedef struct inferd_engine_options {
                                        CUDA (every backend stores every dtype) */
     bool threaded;                  /* run the engine thread (default true); false: the caller
                                        drives it with inferd_engine_step (tests, bench) */
+    /* Speculative decoding: a draft model (same vocabulary, its own KV pool from the same
+     * budget) and/or n-gram (prompt lookup) proposals; the target verifies them in the
+     * step's flat batch. Greedy and seeded output are those of plain decoding, bit for bit. */
+    const char *draft_model_path;   /* NULL: no draft model */
+    int32_t num_speculative_tokens; /* K, the most drafts per sequence and step (default 4, 1..16) */
+    bool speculative_ngram;         /* n-gram proposals (alone, or first with a draft model) */
+    int32_t ngram_min, ngram_max;   /* pattern lengths tried, longest first (default 1..4) */
+    bool speculative_adaptive;      /* default true: k in 0..K per sequence and step from its
+                                       acceptance and the measured step costs; false: always
+                                       K (what the proposer has), for tests */
+    double spec_min_acceptance;     /* a sequence whose acceptance falls below this stops
+                                       speculating for a while (default 0.3) */
 } inferd_engine_options;
 
 void inferd_engine_options_default(inferd_engine_options *o);
@@ -221,6 +233,13 @@ typedef struct inferd_stats {
     uint64_t prefill_bursts; /* prefill bursts started (max_prefill_stall_ms) */
     int32_t max_step_seqs;   /* most sequences in one step's batch so far (<= max_num_seqs) */
     int32_t max_step_tokens; /* most tokens in one step's batch so far (<= max_num_batched_tokens) */
+    /* speculative decoding (zero without it) */
+    uint64_t spec_verifications; /* sequence-steps that verified drafts */
+    uint64_t spec_proposed, spec_accepted; /* draft tokens verified / accepted */
+    uint64_t spec_emitted;       /* tokens those verifications produced (accepted + 1 each) */
+    uint64_t spec_switched_off;  /* times a sequence stopped speculating (low acceptance) */
+    uint64_t spec_draft_forwards; /* draft model forwards (rounds) */
+    uint64_t spec_k_hist[17];    /* k chosen per decoding sequence-step (0..16) */
 } inferd_stats;
 
 void inferd_engine_stats(inferd_engine *e, inferd_stats *st);

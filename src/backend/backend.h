@@ -107,6 +107,11 @@ typedef struct backend_config {
      * it (q for q/k/v, gate for gate/up, o, down). */
     void (*observe)(void *user, const wmat *w, const float *x, int32_t n_rows);
     void *observe_user;
+    /* Optional, CPU: run on this CPU backend's worker threads instead of starting new
+     * ones (a draft model beside its target: the two never run at once, and two pools
+     * of spinning workers on the same cores would slow both). It must outlive this one.
+     * NULL, or a backend of another kind: a pool of its own. */
+    const struct backend *share_threads;
 } backend_config;
 
 typedef struct backend backend;

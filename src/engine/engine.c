@@ -49,6 +49,11 @@ void inferd_engine_options_default(inferd_engine_options *o) {
     o->threaded = true;
     o->device = INFERD_DEVICE_AUTO;
     o->gpu_memory_utilization = 0.90;
+    o->num_speculative_tokens = 4;
+    o->ngram_min = 1;
+    o->ngram_max = 4;
+    o->speculative_adaptive = true;
+    o->spec_min_acceptance = 0.3;
 }
 
 void inferd_sampling_default(inferd_sampling *s) {
@@ -133,6 +138,7 @@ static void seq_finish(inferd_engine *e, sequence *s, inferd_finish_reason why,
     request *r = s->req;
     IFD_ASSERT(n_text == 0 || text == e->text_buf); /* the flush below appends to text_buf */
     sched_remove(&e->sch, &s->ss); /* out of its queue, blocks freed: SCHED_FINISHED */
+    spec_seq_done(e, s);
     s->finish = why;
     size_t n = n_text;
     if (why != INFERD_FINISH_STOP || !s->stop_reason) {
@@ -223,14 +229,13 @@ static void drain_inbox(inferd_engine *e) {
 
 /* Append the drawn token id to s (with its logprobs lp[0 .. 1 + n_top) when asked),
  * emit / finish. The tokens s fed this step are already committed (sched_commit): a
- * finish frees its blocks. */
+ * finish frees its blocks. The caller has counted id in the penalty state. */
 static void seq_take(inferd_engine *e, sequence *s, int32_t id, inferd_token_logprob *lp,
                      int32_t n_top) {
     request *r = s->req;
     if (r->t_first_token == 0.0) r->t_first_token = ifd_now_s();
     s->ss.tokens[s->ss.n_tokens++] = id;
     s->n_generated++;
-    if (s->samp.count) sampler_state_accept(&s->samp, id);
     e->cnt.generated_tokens++;
 
     bool eos = !r->sp.ignore_eos && tok_is_eog(e->m->tok, id);
@@ -268,7 +273,51 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
         lp = e->lp_buf;
         n_top = logprobs_compute(row, e->n_vocab, id, r->sp.logprobs, (logprob_entry *)lp);
     }
+    if (s->samp.count) sampler_state_accept(&s->samp, id);
     seq_take(e, s, id, lp, n_top);
+}
+
+/* A verification entry (q->n_spec drafts after the fed token): each of its k + 1 rows
+ * draws the target's token exactly as a plain decode would (same sampler, penalty state
+ * with the tokens before it, RNG counter); the draft token at that position is
+ * accepted iff it equals the draw, and the first draw that differs (or the one after
+ * the last draft) ends it. See speculate.c for why this is the rejection rule. The
+ * fed token and the accepted drafts are committed; the rejected positions leave the
+ * KV; then each emitted token goes through seq_take like a plain decode's (stop
+ * strings, EOS, max_tokens and logprobs as without speculation: a stop inside the
+ * accepted run ends there). */
+static void spec_verify(inferd_engine *e, const sched_entry *en) {
+    sched_seq *q = en->seq;
+    sequence *s = seq_of(q);
+    request *r = s->req;
+    const int32_t k = q->n_spec, base = q->n_computed;
+    IFD_ASSERT(k > 0 && en->n_logits == k + 1 && en->n_tokens == k + 1);
+    sampler_state *st = s->samp.count ? &s->samp : NULL;
+    int32_t n = 0;
+    for (int32_t j = 0; j <= k; j++) {
+        const float *row = e->logits + (size_t)(en->logits_first + j) * e->n_vocab;
+        const int32_t id = sampler_sample_seq(&r->sparams, st, row, e->n_vocab, &s->rng, &e->scratch);
+        e->vtok[n++] = id;
+        if (st) sampler_state_accept(st, id);
+        if (j == k || id != q->tokens[base + 1 + j]) break;
+    }
+    const int32_t a = n - 1;
+    sched_commit(&e->sch, q, 1 + a);
+    spec_observe(e, s, k, a);
+    /* the accepted drafts are appended again by seq_take, one by one, as a plain
+     * decode's tokens are (until the last, n_tokens trails n_computed) */
+    q->n_tokens = base + 1;
+    for (int32_t j = 0; j < n; j++) {
+        inferd_token_logprob *lp = NULL;
+        int32_t n_top = 0;
+        if (r->sp.logprobs >= 0) {
+            const float *row = e->logits + (size_t)(en->logits_first + j) * e->n_vocab;
+            lp = e->lp_buf;
+            n_top = logprobs_compute(row, e->n_vocab, e->vtok[j], r->sp.logprobs, (logprob_entry *)lp);
+        }
+        seq_take(e, s, e->vtok[j], lp, n_top);
+        if (s->ss.status == SCHED_FINISHED) break; /* s (and maybe r) may be gone: no access */
+    }
 }
 
 /* Can every draw of plan p run on the device (backend_ops.sample)? Not when a row's
@@ -331,6 +380,7 @@ static int advance_on_device(inferd_engine *e, const int32_t *rows_of) {
             lp = (inferd_token_logprob *)(e->adv_lp + (size_t)k * (1 + BACKEND_SAMPLE_MAX_TOP));
             n_top = IFD_MIN(s->req->sp.logprobs, e->n_vocab);
         }
+        if (s->samp.count) sampler_state_accept(&s->samp, e->adv_tok[k]);
         seq_take(e, s, e->adv_tok[k], lp, n_top);
     }
     return IFD_OK;
@@ -369,12 +419,16 @@ static int postprocess(inferd_engine *e) {
     for (int32_t i = 0; i < p->n_seqs; i++) {
         const sched_entry *en = &p->entries[i];
         sched_seq *q = en->seq;
+        if (q->n_spec > 0) {
+            spec_verify(e, en);
+            continue;
+        }
         sequence *s = seq_of(q);
         request *r = s->req;
         const bool ends_known = q->n_computed + en->n_tokens == q->n_tokens;
         if (q->all_prompt_logits && en->n_logits > 0) store_prompt_logprobs(e, en);
         const int32_t row = ends_known && en->n_logits > 0 ? en->logits_first + en->n_logits - 1 : -1;
-        /* every fed token is accepted (no speculation yet); the prefix cache gets them */
+        /* every fed token is accepted (not a verification); the prefix cache gets them */
         sched_commit(&e->sch, q, en->n_tokens);
         if (row < 0) continue;
         q->all_prompt_logits = false; /* the prompt's rows are in: a recompute needs one */
@@ -424,6 +478,14 @@ static void update_stats(inferd_engine *e) {
     e->stats.kv_blocks_cached = ks.n_cached_evictable;
     e->stats.prefix_queries_tokens = ks.prefix_queries_tokens;
     e->stats.prefix_hits_tokens = ks.prefix_hits_tokens;
+    const inferd_stats *c = &e->spec.cnt;
+    e->stats.spec_verifications = c->spec_verifications;
+    e->stats.spec_proposed = c->spec_proposed;
+    e->stats.spec_accepted = c->spec_accepted;
+    e->stats.spec_emitted = c->spec_emitted;
+    e->stats.spec_switched_off = c->spec_switched_off;
+    e->stats.spec_draft_forwards = c->spec_draft_forwards;
+    memcpy(e->stats.spec_k_hist, c->spec_k_hist, sizeof c->spec_k_hist);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -456,6 +518,7 @@ static int engine_step(inferd_engine *e) {
     sched_set_burst(&e->sch, e->opt.max_prefill_stall_ms > 0
                                  ? sched_cost_budget(&e->cost, e->opt.max_prefill_stall_ms, 1 << 24)
                                  : 0);
+    spec_propose(e); /* drafts for the running decodes (none without speculation) */
     const sched_plan *p = e->plan = sched_schedule(&e->sch, mixed);
     for (sched_seq *q; (q = sched_next_stuck(&e->sch));) finish_stuck(e, seq_of(q));
     if (p->n_seqs > e->cnt.max_step_seqs) e->cnt.max_step_seqs = p->n_seqs;
@@ -721,6 +784,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     /* AUTO resolved once for the sizing; backend_create resolves it the same way and logs
      * what was asked for and what was chosen */
     const backend_kind use = backend_resolve_kind(kind);
+    model *dm = NULL; /* the draft model until spec_init owns it */
     inferd_engine *e = calloc(1, sizeof *e);
     if (!e) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
     e->opt = *o;
@@ -767,7 +831,10 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     const size_t block_bytes = backend_kv_block_bytes(use, e->m, bs, bc.kv_dtype);
     int64_t budget = o->kv_cache_bytes;
     if (budget <= 0 && (rc = backend_kv_budget(use, e->m, &bc, &budget, err, err_bytes))) goto fail;
-    int64_t n_blocks = budget / (int64_t)block_bytes;
+    /* a draft model's pool comes from the same budget, holding as many tokens */
+    if (o->draft_model_path && (rc = draft_open(&dm, o->draft_model_path, e->m, err, err_bytes))) goto fail;
+    const size_t dblock_bytes = dm ? draft_block_bytes(use, dm, bs, bc.kv_dtype) : 0;
+    int64_t n_blocks = budget / (int64_t)(block_bytes + dblock_bytes);
     const int64_t useful = (int64_t)e->max_blocks_per_seq * e->opt.max_num_seqs * 4;
     if (n_blocks > useful) n_blocks = useful;
     if (n_blocks > INT32_MAX / bs) n_blocks = INT32_MAX / bs;
@@ -798,6 +865,15 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
                         o->enable_prefix_caching))) {
         ifd_errf(err, err_bytes, rc, "engine: cannot create the KV block manager");
         goto fail;
+    }
+    {
+        char e1[512];
+        rc = spec_init(e, dm, kind, &bc, e1, sizeof e1);
+        dm = NULL; /* spec_init owns it, also on failure */
+        if (rc) {
+            if (err && err_bytes) snprintf(err, err_bytes, "%s", e1);
+            goto fail;
+        }
     }
     const size_t T = (size_t)e->opt.max_num_batched_tokens, S = (size_t)e->opt.max_num_seqs;
     const size_t L = (size_t)e->max_logits;
@@ -873,6 +949,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     *out = e;
     return IFD_OK;
 fail:
+    model_destroy(dm);
     inferd_engine_destroy(e);
     return rc;
 }
@@ -897,6 +974,7 @@ void inferd_engine_destroy(inferd_engine *e) {
         n = r->next_inbox;
         request_free(r);
     }
+    spec_deinit(e);
     kv_destroy(e->kv);
     backend_destroy(e->be);
     model_destroy(e->m);

@@ -17,6 +17,7 @@
 #include "../tokenizer/tokenizer.h"
 #include "inferd.h"
 #include "engine_tap.h"
+#include "draft.h"
 #include "kv_cache.h"
 #include "scheduler.h"
 #include "sampler.h"
@@ -38,6 +39,12 @@ typedef struct sequence {
     stop_matcher stop;
     inferd_finish_reason finish;
     const char *stop_reason;
+    /* speculative decoding (speculate.c) */
+    draft_seq dseq;       /* its state in the draft model's KV */
+    float spec_alpha;     /* moving average of the per-token acceptance */
+    int32_t spec_obs;     /* draft tokens observed since the last reset */
+    int32_t spec_retry_at; /* switched off: n_generated at which it tries again (0: on) */
+    int32_t spec_src;     /* this step's drafts came from: 1 n-gram, 2 the draft model */
 } sequence;
 
 static inline sequence *seq_of(sched_seq *q) {
@@ -73,6 +80,26 @@ typedef struct request {
     struct request *next_all; /* engine's list of live requests */
     struct request *next_inbox;
 } request;
+
+/* Speculative decoding's engine state (speculate.c). */
+typedef struct spec_state {
+    bool on;              /* a proposer is configured */
+    int32_t K;
+    bool ngram;
+    int32_t ngram_min, ngram_max;
+    bool adaptive;
+    float min_acceptance;
+    draft *d;             /* the draft model, or NULL */
+    /* measured forward cost, ms by tokens (one sequence), at create: target and draft */
+    int32_t n_cost, n_dcost;
+    double cost_n[24], cost_ms[24], dcost_n[24], dcost_ms[24];
+    /* per-step scratch ([max_num_seqs]) */
+    sched_seq **cand;
+    int32_t *cap, *k, *src; /* src: 1 n-gram, 2 draft */
+    int32_t *ngram_buf;     /* [max_num_seqs][K] */
+    draft_job *jobs;
+    inferd_stats cnt;     /* the spec_* counters */
+} spec_state;
 
 struct inferd_engine {
     inferd_engine_options opt;
@@ -111,6 +138,8 @@ struct inferd_engine {
     ifd_rng seed_rng;     /* under mu */
     inferd_stats cnt;     /* engine-thread counters, published into stats by update_stats */
     engine_logits_tap tap; /* engine_tap.h: prompt rows for `inferd logits`, or NULL */
+    spec_state spec;      /* speculative decoding */
+    int32_t *vtok;        /* [K + 1] one verification's emitted tokens */
     void *tap_user;
 
     /* cross-thread inbox */
@@ -136,6 +165,17 @@ struct inferd_engine {
     bool idle_on;
     uv_sem_t started;
 };
+
+/* speculate.c */
+int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_config *bc,
+              char *err, size_t err_bytes);
+void spec_deinit(inferd_engine *e);
+/* Before sched_schedule: drafts for the running decodes (tokens appended, ss.n_spec). */
+int spec_propose(inferd_engine *e);
+/* After a verification of s that proposed k and accepted a. */
+void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a);
+/* s is finished: its draft KV goes back. */
+void spec_seq_done(inferd_engine *e, sequence *s);
 
 /* runner.c: flatten e->plan into the batch descriptor and run the forward */
 int runner_execute(inferd_engine *e);

@@ -143,8 +143,26 @@ sched_seq *sched_next_stuck(sched *s) { return s->stuck.head; }
 
 /* ---- the step ------------------------------------------------------------------------ */
 
+/* Tokens known for certain (the drafts excluded). */
+static int32_t n_known(const sched_seq *q) { return q->n_tokens - q->n_spec; }
+
+void sched_drop_spec(sched_seq *q) {
+    IFD_ASSERT(q->n_scheduled == 0);
+    q->n_tokens -= q->n_spec;
+    q->n_spec = 0;
+}
+
+/* Drop up to n of q's last drafts. */
+static void trim_spec(sched_seq *q, int32_t n) {
+    n = IFD_MIN(n, q->n_spec);
+    if (n <= 0) return;
+    q->n_tokens -= n;
+    q->n_spec -= n;
+}
+
 static void preempt(sched *s, sched_seq *q) {
     IFD_ASSERT(q->status == SCHED_RUNNING && q->n_scheduled == 0);
+    sched_drop_spec(q);
     q_remove(&s->running, q);
     kv_free(s->kv, &q->kv);
     q->n_computed = 0;
@@ -154,6 +172,7 @@ static void preempt(sched *s, sched_seq *q) {
 }
 
 static void give_up(sched *s, sched_seq *q) {
+    sched_drop_spec(q);
     if (q->status == SCHED_WAITING)
         q_remove(&s->waiting, q);
     else if (q->status == SCHED_RUNNING)
@@ -189,6 +208,8 @@ static void plan_add(sched *s, sched_seq *q, int32_t n) {
     en->n_logits = 0;
     if (q->all_prompt_logits && q->n_computed < q->n_prompt)
         en->n_logits = n; /* every fed token's row (the prompt's, and the one that samples) */
+    else if (q->n_spec > 0)
+        en->n_logits = n; /* a verification: a row per fed token */
     else if (q->n_computed + n == q->n_tokens)
         en->n_logits = 1;
     en->logits_first = en->n_logits ? p->n_logits : -1;
@@ -198,13 +219,29 @@ static void plan_add(sched *s, sched_seq *q, int32_t n) {
     IFD_ASSERT(p->n_logits + (s->cfg.max_num_seqs - p->n_seqs) <= s->cfg.max_logits);
 }
 
-/* 1. decodes: running sequences with exactly one token to feed */
+static bool is_decode(const sched_seq *q) {
+    return n_known(q) - q->n_computed == 1 && !q->n_scheduled;
+}
+
+/* 1. decodes: running sequences with exactly one known token to feed (and their
+ * drafts, when they fit: each decode still to plan keeps a token of the budget and a
+ * row, so drafts never cost another sequence its decode) */
 static void plan_decodes(sched *s) {
     sched_plan *p = &s->plan;
+    int32_t decodes_left = 0;
+    for (const sched_seq *q = s->running.head; q; q = q->next) decodes_left += is_decode(q);
     for (sched_seq *q = s->running.head, *next; q; q = next) {
         next = q->next;
-        if (q->n_tokens - q->n_computed != 1 || q->n_scheduled) continue;
+        if (!is_decode(q)) continue;
+        decodes_left--;
         if (p->n_tokens >= p->budget) break;
+        if (q->n_spec > 0) {
+            const int32_t by_budget = p->budget - p->n_tokens - 1 - decodes_left;
+            const int32_t by_rows = extra_rows(s);
+            int32_t keep = IFD_MAX(0, IFD_MIN(q->n_spec, IFD_MIN(by_budget, by_rows)));
+            while (keep > 0 && !kv_can_alloc_slots(s->kv, &q->kv, 1 + keep)) keep--;
+            trim_spec(q, q->n_spec - keep);
+        }
         bool skip = false;
         while (!kv_can_alloc_slots(s->kv, &q->kv, 1)) {
             sched_seq *victim = s->running.tail;
@@ -224,9 +261,12 @@ static void plan_decodes(sched *s) {
                 break;
             }
         }
-        if (skip || !kv_can_alloc_slots(s->kv, &q->kv, 1)) continue;
-        kv_alloc_slots(s->kv, &q->kv, 1);
-        plan_add(s, q, 1);
+        if (skip || !kv_can_alloc_slots(s->kv, &q->kv, 1 + q->n_spec)) {
+            if (q->status == SCHED_RUNNING) sched_drop_spec(q);
+            continue;
+        }
+        kv_alloc_slots(s->kv, &q->kv, 1 + q->n_spec);
+        plan_add(s, q, 1 + q->n_spec);
         p->n_decodes++;
         if (q->decodes_since_stall < INT32_MAX) q->decodes_since_stall++;
     }
@@ -236,7 +276,7 @@ static void plan_decodes(sched *s) {
 static void plan_running_prefills(sched *s) {
     sched_plan *p = &s->plan;
     for (sched_seq *q = s->running.head; q && p->n_tokens < p->budget; q = q->next) {
-        const int32_t remaining = q->n_tokens - q->n_computed;
+        const int32_t remaining = n_known(q) - q->n_computed;
         if (remaining <= 1 || q->n_scheduled) continue;
         int32_t chunk = cap_by_rows(s, q, IFD_MIN(remaining, p->budget - p->n_tokens));
         while (chunk > 0 && !kv_can_alloc_slots(s->kv, &q->kv, chunk)) chunk /= 2;
@@ -287,7 +327,7 @@ void sched_set_burst(sched *s, int32_t tokens) { s->burst_budget = IFD_MAX(token
  * a waiting one with a seat for it. */
 static bool prefill_pending(const sched *s) {
     for (const sched_seq *q = s->running.head; q; q = q->next)
-        if (q->n_tokens - q->n_computed > 1) return true;
+        if (n_known(q) - q->n_computed > 1) return true;
     return s->waiting.head && s->running.n < s->cfg.max_num_seqs;
 }
 
@@ -295,7 +335,7 @@ static bool prefill_pending(const sched *s) {
 static bool burst_may_start(const sched *s) {
     bool any = false;
     for (const sched_seq *q = s->running.head; q; q = q->next) {
-        if (q->n_tokens - q->n_computed != 1) continue;
+        if (n_known(q) - q->n_computed != 1) continue;
         if (q->decodes_since_stall < s->cfg.stall_every) return false;
         any = true;
     }
@@ -345,9 +385,17 @@ static void schedule_once(sched *s, int32_t mixed_budget) {
     plan_admissions(s);
 }
 
+/* Drafts of sequences left out of the plan go (a burst step, a decode that found no
+ * slot): after sched_schedule only planned entries carry drafts. */
+static void drop_unplanned_spec(sched *s) {
+    for (sched_seq *q = s->running.head; q; q = q->next)
+        if (q->n_spec > 0 && !q->n_scheduled) sched_drop_spec(q);
+}
+
 const sched_plan *sched_schedule(sched *s, int32_t mixed_budget) {
     for (;;) {
         schedule_once(s, mixed_budget);
+        drop_unplanned_spec(s);
         if (s->plan.n_seqs > 0 || (!s->running.head && !s->waiting.head)) return &s->plan;
         /* Live sequences, none plannable, and nothing planned will free blocks: make
          * room (each pass preempts or gives up one sequence, so this ends). With an
@@ -364,6 +412,10 @@ void sched_commit(sched *s, sched_seq *q, int32_t n_accepted) {
     q->n_computed += n_accepted;
     if (n_accepted < q->n_scheduled) kv_truncate(s->kv, &q->kv, q->n_computed);
     q->n_scheduled = 0;
+    if (q->n_spec > 0) {
+        q->n_tokens = q->n_computed;
+        q->n_spec = 0;
+    }
     kv_commit(s->kv, &q->kv, q->tokens, q->n_computed);
 }
 

@@ -48,6 +48,15 @@ struct sched_seq {
     int32_t n_computed;     /* tokens whose KV is final (accepted) */
     int32_t n_scheduled;    /* tokens fed this step (0 outside a step) */
     int32_t n_prompt;
+    /* Speculative decoding: the last n_spec of tokens[0..n_tokens) are draft tokens,
+     * set by the caller before sched_schedule on a decoding sequence (one known token
+     * to feed). It is then planned as one verification entry: 1 + n_spec tokens fed,
+     * 1 + n_spec logits rows. The scheduler may drop drafts (n_tokens and n_spec
+     * shrink) when blocks, the token budget or logits rows are short, and drops all of
+     * those of a sequence it does not plan or preempts, so after sched_schedule n_spec
+     * > 0 only on a planned entry, whose n_logits is 1 + n_spec. sched_commit of a
+     * verification removes them (see there). */
+    int32_t n_spec;
     int32_t priority;       /* lower runs first */
     uint64_t arrival;       /* FCFS order within a priority */
     uint64_t admit_seq;     /* admission order: preemption picks the largest */
@@ -150,7 +159,11 @@ void sched_set_burst(sched *s, int32_t tokens);
 /* After the step: n_accepted of q's n_scheduled fed tokens are final (all of them,
  * except after a speculative verification). n_computed advances, the newly full
  * blocks go into the prefix cache, n_scheduled returns to 0. Call it for every
- * planned sequence before it is removed (a finish releases its blocks). */
+ * planned sequence before it is removed (a finish releases its blocks).
+ * A verification (n_spec > 0): the rejected positions leave the KV (kv_truncate: a
+ * block left empty goes back to the pool) and the tokens past the accepted ones leave
+ * tokens (n_tokens = n_computed, n_spec = 0); the caller appends what it emits. Only
+ * accepted tokens ever reach the prefix cache. */
 void sched_commit(sched *s, sched_seq *q, int32_t n_accepted);
 
 /* q's prompt is done (committed): each child on its fork list that finds a seat in
@@ -160,6 +173,9 @@ void sched_commit(sched *s, sched_seq *q, int32_t n_accepted);
  * arrival) and prefill the prompt themselves later (the prefix cache serves its full
  * blocks). Returns how many were seated. The fork list is emptied. */
 int32_t sched_fork(sched *s, sched_seq *q);
+
+/* Drop q's draft tokens (n_tokens -= n_spec, n_spec = 0); q must not be planned. */
+void sched_drop_spec(sched_seq *q);
 
 /* Take q out of whatever queue holds it (a pending child leaves its parent's fork
  * list) and free its KV; q becomes SCHED_FINISHED. Safe in any state. A parent's

@@ -115,6 +115,23 @@ static const cfg_opt OPTS[] = {
      "the --quantize-keep-layers that meets --ppl-budget"},
     {"ppl-budget", NULL, Q, CFG_FLOAT, O(ppl_budget), "1", 0, 1000, NULL, false,
      "perplexity budget of --report over the original model, percent"},
+    /* ---- speculative decoding: serve, generate, bench ---- */
+    {"draft-model", NULL, S | G | B, CFG_STR, O(draft_model), NULL, 0, 0, NULL, false,
+     "speculative decoding with this draft model (GGUF; it must share the model's vocabulary)"},
+    {"num-speculative-tokens", NULL, S | G | B, CFG_INT, O(num_speculative_tokens), "4", 1, 16, NULL, false,
+     "most draft tokens per sequence and step (K)"},
+    {"speculative-ngram", NULL, S | G | B, CFG_BOOL, O(speculative_ngram), "false", 0, 0, NULL, false,
+     "n-gram (prompt lookup) proposals: the continuation of the last n tokens' most recent earlier "
+     "occurrence in the prompt and output; alone, or tried before the draft model"},
+    {"ngram-min", NULL, S | G | B, CFG_INT, O(ngram_min), "1", 1, 64, NULL, false,
+     "shortest n-gram pattern tried"},
+    {"ngram-max", NULL, S | G | B, CFG_INT, O(ngram_max), "4", 1, 64, NULL, false,
+     "longest n-gram pattern tried (longest first)"},
+    {"speculative-adaptive", NULL, S | G | B, CFG_BOOL, O(speculative_adaptive), "true", 0, 0, NULL, false,
+     "choose k in 0..K per sequence and step from its acceptance and the step costs measured at "
+     "start (--no-speculative-adaptive: always K)"},
+    {"speculative-min-acceptance", NULL, S | G | B, CFG_FLOAT, O(spec_min_acceptance), "0.3", 0, 1, NULL,
+     false, "a sequence whose acceptance falls below this stops speculating for 64 tokens"},
     /* ---- quantize ---- */
     {"type", NULL, Q, CFG_ENUM, O(quant_type), NULL, 0, 0, "q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4", false,
      "the weight type of the file written (q8_0 ... q6_k: the ggml types llama.cpp reads; int8 / "
@@ -521,6 +538,13 @@ void config_engine_options(const server_config *c, inferd_engine_options *o) {
     o->quantize_lm_head = c->quantize_lm_head;
     o->quantize_keep_layers = c->quantize_keep_layers;
     o->calibration_file = c->calibration;
+    o->draft_model_path = c->draft_model;
+    o->num_speculative_tokens = (int32_t)c->num_speculative_tokens;
+    o->speculative_ngram = c->speculative_ngram;
+    o->ngram_min = (int32_t)c->ngram_min;
+    o->ngram_max = (int32_t)c->ngram_max;
+    o->speculative_adaptive = c->speculative_adaptive;
+    o->spec_min_acceptance = c->spec_min_acceptance;
 }
 
 static int load_file(server_config *c, const char *path, char *err, size_t eb) {

@@ -106,6 +106,12 @@ typedef struct server_config {
     bool quantize_lm_head;
     char *quantize_keep_layers;  /* "0,1,21" / "0-3,21" (checked against the model at load) */
     char *calibration;           /* AWQ calibration text */
+    char *draft_model;           /* speculative decoding: the draft model */
+    int64_t num_speculative_tokens;
+    bool speculative_ngram;
+    int64_t ngram_min, ngram_max;
+    bool speculative_adaptive;
+    double spec_min_acceptance;
     bool quant_report;           /* quantize --report */
     double ppl_budget;           /* quantize --ppl-budget, percent */
     /* quantize */

@@ -185,7 +185,11 @@ int backend_cpu_create(backend **out, const model *m, const backend_config *cfg,
     cb->att_scratch = alloc_floats((size_t)cfg->max_seq_len, 1, &ok);
     if (ok && !cfg->reference) {
         cb->rope_cs = alloc_floats(T, (size_t)hp->n_rot / 2 * 2 + 1, &ok);
-        cb->ops = ops_ctx_create(cfg->n_threads, -1);
+        const cpu_backend *owner = cfg->share_threads && cfg->share_threads->ops == &CPU_OPS
+                                       ? (const cpu_backend *)cfg->share_threads
+                                       : NULL;
+        cb->ops = owner && owner->ops ? ops_ctx_create_shared(owner->ops, -1)
+                                      : ops_ctx_create(cfg->n_threads, -1);
         const size_t max_cols = IFD_MAX(IFD_MAX((size_t)hp->dim, (size_t)hp->ffn_dim), q_dim);
         if (!cb->ops ||
             ops_ctx_reserve(cb->ops, (int32_t)rows, (int64_t)max_cols, cfg->max_seq_len,

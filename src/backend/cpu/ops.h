@@ -64,6 +64,8 @@ struct tp;
 /* n_threads: 0 = all online CPUs. level: a cpu_level, or -1 for cpu_level_default()
  * (the best the CPU has, capped by INFERD_CPU). Fails (NULL) when the CPU lacks level. */
 ops_ctx *ops_ctx_create(int n_threads, int level);
+/* The same on another context's worker pool (borrowed: it must outlive this one). */
+ops_ctx *ops_ctx_create_shared(const ops_ctx *owner, int level);
 void ops_ctx_destroy(ops_ctx *c); /* accepts NULL */
 /* Size the scratch for matmuls of up to max_tokens rows of up to max_cols columns and
  * attention over up to max_keys keys with up to max_group query heads per KV head.

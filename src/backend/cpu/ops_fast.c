@@ -29,6 +29,7 @@ typedef struct packed_w {
 
 struct ops_ctx {
     tp *pool;
+    bool borrowed_pool; /* ops_ctx_create_shared: not ours to destroy */
     int n_threads;
     const kern_table *k;
     /* scratch */
@@ -63,6 +64,19 @@ ops_ctx *ops_ctx_create(int n_threads, int level) {
         return NULL;
     }
     c->n_threads = tp_n_threads(c->pool);
+    return c;
+}
+
+ops_ctx *ops_ctx_create_shared(const ops_ctx *owner, int level) {
+    if (level < 0) level = (int)cpu_level_default();
+    const kern_table *k = kern_for_level((cpu_level)level);
+    if (!k || !owner) return NULL;
+    ops_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->k = k;
+    c->pool = owner->pool;
+    c->borrowed_pool = true;
+    c->n_threads = owner->n_threads;
     return c;
 }
 
@@ -143,7 +157,7 @@ size_t ops_ctx_prepared_bytes(const ops_ctx *c) {
 void ops_ctx_destroy(ops_ctx *c) {
     if (!c) return;
     ops_ctx_drop_weights(c);
-    tp_destroy(c->pool);
+    if (!c->borrowed_pool) tp_destroy(c->pool);
     free(c->act);
     free(c->attn_scr);
     free(c);

@@ -1,0 +1,442 @@
+/* speculate.c — speculative decoding in the engine (issue 11): before each step, the
+ * running decodes get draft tokens (n-gram lookup, then the draft model for the rest),
+ * appended to their tokens as sched_seq.n_spec; the scheduler plans each as one
+ * verification entry (1 + k tokens and rows in the flat batch with the plain decodes
+ * and prefill chunks); engine.c's postprocess verifies (spec_verify there) and calls
+ * spec_observe.
+ *
+ * Verification is exact by construction: at each verified position the target's token
+ * is drawn with the request's sampler and its own RNG counter, exactly as plain
+ * decoding would draw it from the same (batch-invariant, hence bit-identical) logits,
+ * and a draft token is accepted iff it equals that draw. For a deterministic proposal
+ * (the draft model's greedy token, an n-gram continuation) this is the standard
+ * rejection rule with q a point mass: accept x with probability p(x) = min(1, p(x)/q(x)),
+ * on rejection a draw from normalize(max(0, p - q)) = p without x. So the output is
+ * plain decoding's, token for token, greedy or seeded, whatever runs beside it.
+ *
+ * Adaptive k: per sequence a moving average a of the per-token acceptance; the
+ * expected tokens of a verification with k drafts are 1 + a + ... + a^k. The costs of
+ * a target forward of n tokens and of a draft round are measured at start (spec_init,
+ * timed forwards on this backend); each step picks the k of every sequence in 0..K that
+ * maximizes expected tokens per predicted step time, so no choice falls below plain
+ * decoding by the model's own numbers, and k = 0 everywhere runs a plain step (no draft
+ * forward, no extra rows). A sequence whose acceptance falls below min_acceptance stops
+ * for SPEC_RETRY tokens, then starts over from the prior. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/common.h"
+#include "../util/log.h"
+#include "engine_internal.h"
+#include "spec.h"
+
+#define SPEC_PRIOR 0.5f    /* the acceptance assumed before any observation */
+#define SPEC_EMA 0.15f     /* weight of one observed draft token */
+#define SPEC_MIN_OBS 8     /* observations before a sequence may be switched off */
+#define SPEC_RETRY 64      /* tokens a switched-off sequence decodes plainly */
+#define SPEC_CAL_MS 400.0  /* time the start-up cost measurement may take, each model */
+
+/* ---- cost tables ----------------------------------------------------------------------- */
+
+static double cost_at(const double *n, const double *ms, int32_t cnt, double t) {
+    if (cnt <= 0) return t;
+    if (cnt == 1 || t <= n[0]) return ms[0] * (t / n[0]);
+    for (int32_t i = 1; i < cnt; i++)
+        if (t <= n[i]) return ms[i - 1] + (ms[i] - ms[i - 1]) * (t - n[i - 1]) / (n[i] - n[i - 1]);
+    const double slope = IFD_MAX(0.0, (ms[cnt - 1] - ms[cnt - 2]) / (n[cnt - 1] - n[cnt - 2]));
+    return ms[cnt - 1] + slope * (t - n[cnt - 1]);
+}
+
+/* Time forwards of one sequence of n tokens (every row's logits) for growing n on be,
+ * writing KV into the pool's first blocks (nothing lives there yet). */
+static int32_t measure(backend *be, int32_t max_n, int32_t max_logits, int32_t block_size,
+                       int32_t n_blocks, int32_t n_vocab, const int32_t *sizes, int32_t n_sizes,
+                       double *out_n, double *out_ms) {
+    const int32_t cap = IFD_MIN(IFD_MIN(max_n, max_logits), n_blocks * block_size);
+    int32_t top = 0;
+    for (int32_t i = 0; i < n_sizes; i++)
+        if (sizes[i] <= cap) top = IFD_MAX(top, sizes[i]);
+    if (top < 1) return 0;
+    const int32_t nb = (top + block_size - 1) / block_size;
+    int32_t *tok = calloc((size_t)top, sizeof(int32_t)), *pos = malloc((size_t)top * sizeof(int32_t));
+    int32_t *slot = malloc((size_t)top * sizeof(int32_t)), *li = malloc((size_t)top * sizeof(int32_t));
+    int32_t *bt = malloc((size_t)nb * sizeof(int32_t));
+    float *logits = malloc((size_t)top * (size_t)n_vocab * sizeof(float));
+    int32_t cnt = 0;
+    if (tok && pos && slot && li && bt && logits) {
+        for (int32_t i = 0; i < top; i++) {
+            tok[i] = 1 + i % 7;
+            pos[i] = slot[i] = li[i] = i;
+        }
+        for (int32_t i = 0; i < nb; i++) bt[i] = i;
+        double spent = 0;
+        bool warm = false;
+        for (int32_t si = 0; si < n_sizes && spent < SPEC_CAL_MS; si++) {
+            const int32_t n = sizes[si];
+            if (n > cap) continue;
+            int32_t seq_start[2] = {0, n}, ctx = n;
+            const ifd_batch b = {.n_tokens = n, .token_ids = tok, .positions = pos, .slot_mapping = slot,
+                                 .n_seqs = 1, .seq_start = seq_start, .context_len = &ctx,
+                                 .block_table = bt, .max_blocks_per_seq = nb, .n_logits = n,
+                                 .logits_index = li};
+            double best = 1e30;
+            for (int rep = warm ? 0 : -1; rep < 2; rep++) { /* rep -1: the first run warms up */
+                const double t0 = ifd_now_s();
+                if (backend_forward(be, &b, logits) != IFD_OK) goto done;
+                const double ms = (ifd_now_s() - t0) * 1e3;
+                spent += ms;
+                if (rep >= 0) best = IFD_MIN(best, ms);
+            }
+            warm = true;
+            /* sorted by n (the sizes come in order of importance) */
+            int32_t at = cnt;
+            while (at > 0 && out_n[at - 1] > n) {
+                out_n[at] = out_n[at - 1];
+                out_ms[at] = out_ms[at - 1];
+                at--;
+            }
+            out_n[at] = n;
+            out_ms[at] = best;
+            cnt++;
+        }
+    }
+done:
+    free(tok);
+    free(pos);
+    free(slot);
+    free(li);
+    free(bt);
+    free(logits);
+    return cnt;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------- */
+
+int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_config *bc, char *err,
+              size_t err_bytes) {
+    spec_state *sp = &e->spec;
+    const inferd_engine_options *o = &e->opt;
+    memset(sp, 0, sizeof *sp);
+    sp->K = o->num_speculative_tokens;
+    if (!dm && !o->speculative_ngram) return IFD_OK;
+    if (sp->K < 1 || sp->K > 16) {
+        model_destroy(dm);
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "--num-speculative-tokens must be in 1..16");
+    }
+    sp->ngram = o->speculative_ngram;
+    sp->ngram_min = o->ngram_min > 0 ? o->ngram_min : 1;
+    sp->ngram_max = o->ngram_max > 0 ? o->ngram_max : 4;
+    if (sp->ngram && (sp->ngram_max < sp->ngram_min || sp->ngram_max > SPEC_NGRAM_MAX)) {
+        model_destroy(dm);
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "--ngram-min/--ngram-max must satisfy 1 <= min <= max <= %d",
+                        SPEC_NGRAM_MAX);
+    }
+    sp->adaptive = o->speculative_adaptive;
+    sp->min_acceptance = o->spec_min_acceptance > 0 ? (float)o->spec_min_acceptance : 0.3f;
+    if (dm) {
+        backend_config dbc = *bc;
+        dbc.share_threads = e->be; /* the CPU workers of the target (never both at once) */
+        int rc = draft_create(&sp->d, dm, kind, &dbc, o->enable_prefix_caching, err, err_bytes);
+        if (rc) return rc;
+    }
+    const size_t S = (size_t)o->max_num_seqs;
+    sp->cand = malloc(S * sizeof *sp->cand);
+    sp->cap = malloc(S * sizeof(int32_t));
+    sp->k = malloc(S * sizeof(int32_t));
+    sp->src = malloc(S * sizeof(int32_t));
+    sp->ngram_buf = malloc(S * (size_t)sp->K * sizeof(int32_t));
+    sp->jobs = malloc(S * sizeof(draft_job));
+    e->vtok = malloc((size_t)(sp->K + 1) * sizeof(int32_t));
+    if (!sp->cand || !sp->cap || !sp->k || !sp->src || !sp->ngram_buf || !sp->jobs || !e->vtok)
+        return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
+    sp->on = true;
+    /* the costs: target forwards of 1 .. K+1 tokens and a few batch sizes beyond, draft
+     * rounds of 1 .. max_num_seqs tokens */
+    int32_t sizes[24], ns = 0;
+    const int32_t K1 = sp->K + 1;
+    sizes[ns++] = 1;
+    if (K1 > 2) sizes[ns++] = K1;
+    sizes[ns++] = 2;
+    for (int32_t m = 2 * K1; ns < 20 && m <= 4096; m *= 2) sizes[ns++] = m;
+    sp->n_cost = measure(e->be, e->opt.max_num_batched_tokens, e->max_logits, e->opt.block_size,
+                         bc->n_blocks, e->n_vocab, sizes, ns, sp->cost_n, sp->cost_ms);
+    if (sp->d) {
+        int32_t ds[12], nd = 0;
+        for (int32_t m = 1; nd < 12 && m <= IFD_MAX(o->max_num_seqs, 2); m *= 2) ds[nd++] = m;
+        sp->n_dcost = measure(sp->d->be, o->max_num_batched_tokens, o->max_num_seqs, o->block_size,
+                              bc->n_blocks, e->n_vocab, ds, nd, sp->dcost_n, sp->dcost_ms);
+    }
+    char msg[512];
+    size_t k = (size_t)snprintf(msg, sizeof msg, "speculative decoding: K %d, %s%s%s, %s; target forward ms",
+                                sp->K, sp->d ? "draft model " : "", sp->d ? sp->d->m->name : "",
+                                sp->ngram ? (sp->d ? " + n-gram" : "n-gram") : "",
+                                sp->adaptive ? "adaptive" : "fixed k");
+    for (int32_t i = 0; i < sp->n_cost && k < sizeof msg; i++)
+        k += (size_t)snprintf(msg + k, sizeof msg - k, " %g:%.2f", sp->cost_n[i], sp->cost_ms[i]);
+    if (sp->d && k < sizeof msg) k += (size_t)snprintf(msg + k, sizeof msg - k, "; draft forward ms");
+    for (int32_t i = 0; sp->d && i < sp->n_dcost && k < sizeof msg; i++)
+        k += (size_t)snprintf(msg + k, sizeof msg - k, " %g:%.2f", sp->dcost_n[i], sp->dcost_ms[i]);
+    slog_fields("info", msg, NULL);
+    return IFD_OK;
+}
+
+void spec_deinit(inferd_engine *e) {
+    spec_state *sp = &e->spec;
+    draft_destroy(sp->d);
+    free(sp->cand);
+    free(sp->cap);
+    free(sp->k);
+    free(sp->src);
+    free(sp->ngram_buf);
+    free(sp->jobs);
+    free(e->vtok);
+    memset(sp, 0, sizeof *sp);
+    e->vtok = NULL;
+}
+
+void spec_seq_done(inferd_engine *e, sequence *s) {
+    if (e->spec.d) draft_seq_release(e->spec.d, &s->dseq);
+}
+
+/* ---- choosing k ------------------------------------------------------------------------ */
+
+static float alpha_of(const sequence *s) { return s->spec_obs > 0 ? s->spec_alpha : SPEC_PRIOR; }
+
+/* Expected tokens per ms of the step with k[]: sum of 1 + a + ... + a^k over the
+ * decodes, over the target forward of all their tokens plus the draft rounds. */
+static double rate(const spec_state *sp, int32_t n) {
+    double tokens = 0, fed = 0;
+    int32_t L = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const double a = alpha_of(seq_of(sp->cand[i]));
+        double g = 1, ex = 1;
+        for (int32_t j = 0; j < sp->k[i]; j++) ex += (g *= a);
+        tokens += ex;
+        fed += 1 + sp->k[i];
+        if (sp->src[i] == 2) L = IFD_MAX(L, sp->k[i]);
+    }
+    double ms = cost_at(sp->cost_n, sp->cost_ms, sp->n_cost, fed);
+    for (int32_t r = 0; r < L; r++) {
+        int32_t m = 0;
+        for (int32_t i = 0; i < n; i++) m += sp->src[i] == 2 && sp->k[i] > r;
+        ms += cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, m);
+    }
+    return ms > 0 ? tokens / ms : tokens;
+}
+
+static void choose_k(spec_state *sp, int32_t n) {
+    if (!sp->adaptive) {
+        for (int32_t i = 0; i < n; i++) sp->k[i] = sp->cap[i];
+        return;
+    }
+    for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
+    double best = rate(sp, n);
+    /* draft-model sequences: one level for all (rounds are shared), then each trimmed */
+    int32_t bestL = 0;
+    for (int32_t L = 1; L <= sp->K; L++) {
+        for (int32_t i = 0; i < n; i++)
+            if (sp->src[i] == 2) sp->k[i] = IFD_MIN(L, sp->cap[i]);
+        const double r = rate(sp, n);
+        if (r > best) {
+            best = r;
+            bestL = L;
+        }
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (sp->src[i] == 2) sp->k[i] = IFD_MIN(bestL, sp->cap[i]);
+    for (int32_t i = 0; i < n; i++)
+        while (sp->src[i] == 2 && sp->k[i] > 0) {
+            sp->k[i]--;
+            const double r = rate(sp, n);
+            if (r > best) {
+                best = r;
+                continue;
+            }
+            sp->k[i]++;
+            break;
+        }
+    /* n-gram sequences: one token at a time to the largest expected gain */
+    for (;;) {
+        int32_t bi = -1;
+        double bg = -1;
+        for (int32_t i = 0; i < n; i++) {
+            if (sp->src[i] != 1 || sp->k[i] >= sp->cap[i]) continue;
+            const double g = pow(alpha_of(seq_of(sp->cand[i])), sp->k[i] + 1);
+            if (g > bg) {
+                bg = g;
+                bi = i;
+            }
+        }
+        if (bi < 0) break;
+        sp->k[bi]++;
+        const double r = rate(sp, n);
+        if (r <= best) {
+            sp->k[bi]--;
+            break;
+        }
+        best = r;
+    }
+}
+
+/* ---- proposing ------------------------------------------------------------------------- */
+
+/* The draft's token from its logits row: the request's greedy pick (penalties, bias, bans). */
+static int32_t draft_pick(inferd_engine *e, sequence *s, const float *row) {
+    sampler_params gp = s->req->sparams;
+    gp.temperature = 0.0f;
+    const sampler_state *st = s->samp.count ? &s->samp : NULL;
+    return sampler_sample_at(&gp, st, row, e->n_vocab, 0, 0, &e->scratch);
+}
+
+/* The draft model's rounds for the candidates with src 2 and k > 0; each ends with
+ * k set to the drafts it got (written after its known tokens). */
+static void run_draft(inferd_engine *e, int32_t n) {
+    spec_state *sp = &e->spec;
+    draft *d = sp->d;
+    draft_job *jobs = sp->jobs;
+    int32_t *who = sp->cap; /* reused: the candidate index of each job */
+    int32_t nj = 0, left = d->max_tokens, L = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (sp->src[i] != 2 || sp->k[i] == 0) continue;
+        sched_seq *q = sp->cand[i];
+        sequence *s = seq_of(q);
+        draft_seq *ds = &s->dseq;
+        if (draft_seq_prepare(d, ds) != IFD_OK || left <= 0) {
+            sp->k[i] = 0;
+            continue;
+        }
+        if (ds->kv.n_tokens == 0) draft_seq_match(d, ds, q->tokens, q->n_tokens);
+        draft_seq_rollback(d, ds, q->tokens, q->n_tokens);
+        const int32_t need = q->n_tokens - ds->n_computed;
+        const int32_t feed = IFD_MIN(need, left);
+        if (feed < 1) {
+            sp->k[i] = 0;
+            continue;
+        }
+        left -= feed;
+        jobs[nj] = (draft_job){.ds = ds, .tokens = q->tokens, .n_feed = feed, .want_logits = feed == need};
+        if (feed < need) sp->k[i] = 0; /* catching up over several steps: no drafts yet */
+        who[nj++] = i;
+    }
+    if (nj == 0) return;
+    int rc = draft_run(d, jobs, nj);
+    sp->cnt.spec_draft_forwards++;
+    int32_t *got = sp->src; /* from here: src 2 -> drafts so far + 2 (kept >= 2) */
+    for (int32_t j = 0; j < nj; j++) {
+        const int32_t i = who[j];
+        sched_seq *q = sp->cand[i];
+        sequence *s = seq_of(q);
+        if (rc != IFD_OK || jobs[j].failed) {
+            draft_seq_clear(d, &s->dseq); /* room for the others; it starts over later */
+            sp->k[i] = 0;
+            continue;
+        }
+        s->dseq.n_verified = s->dseq.n_computed; /* known tokens only so far */
+        if (jobs[j].row < 0 || sp->k[i] == 0) {
+            sp->k[i] = 0;
+            continue;
+        }
+        q->tokens[q->n_tokens] = draft_pick(e, s, draft_logits(d, jobs[j].row));
+        got[i] = 3;
+        L = IFD_MAX(L, sp->k[i]);
+    }
+    for (int32_t r = 1; r < L && rc == IFD_OK; r++) {
+        nj = 0;
+        for (int32_t i = 0; i < n; i++) {
+            if (got[i] < 2 || got[i] - 2 != r || sp->k[i] <= r) continue;
+            sched_seq *q = sp->cand[i];
+            jobs[nj] = (draft_job){.ds = &seq_of(q)->dseq, .tokens = q->tokens, .n_feed = 1, .want_logits = true};
+            who[nj++] = i;
+        }
+        if (nj == 0) break;
+        rc = draft_run(d, jobs, nj);
+        sp->cnt.spec_draft_forwards++;
+        for (int32_t j = 0; j < nj; j++) {
+            const int32_t i = who[j];
+            sched_seq *q = sp->cand[i];
+            if (rc != IFD_OK || jobs[j].failed) continue; /* keeps the r drafts it has */
+            q->tokens[q->n_tokens + r] = draft_pick(e, seq_of(q), draft_logits(d, jobs[j].row));
+            got[i]++;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (sp->k[i] == 0 || got[i] < 2) continue;
+        sp->k[i] = IFD_MIN(sp->k[i], got[i] - 2);
+        got[i] = 2;
+    }
+}
+
+int spec_propose(inferd_engine *e) {
+    spec_state *sp = &e->spec;
+    if (!sp->on) return IFD_OK;
+    int32_t n = 0;
+    for (sched_seq *q = e->sch.running.head; q && n < e->opt.max_num_seqs; q = q->next) {
+        if (q->n_spec || q->n_tokens - q->n_computed != 1) continue;
+        sequence *s = seq_of(q);
+        int32_t cap = IFD_MIN(sp->K, s->max_tokens - s->n_generated - 1);
+        cap = IFD_MIN(cap, e->max_model_len - q->n_tokens - 1);
+        if (s->spec_retry_at > 0) {
+            if (s->n_generated >= s->spec_retry_at) {
+                s->spec_retry_at = 0;
+                s->spec_obs = 0;
+            } else {
+                cap = 0;
+            }
+        }
+        cap = IFD_MAX(cap, 0);
+        int32_t src = 0;
+        if (cap > 0 && sp->ngram) {
+            const int32_t m = spec_ngram_propose(q->tokens, q->n_tokens, sp->ngram_min, sp->ngram_max,
+                                                 cap, sp->ngram_buf + (size_t)n * sp->K);
+            if (m > 0) {
+                src = 1;
+                cap = m;
+            }
+        }
+        if (cap > 0 && !src && sp->d) src = 2;
+        if (!src) cap = 0;
+        sp->cand[n] = q;
+        sp->cap[n] = cap;
+        sp->src[n] = src;
+        n++;
+    }
+    if (n == 0) return IFD_OK;
+    choose_k(sp, n);
+    if (sp->d) run_draft(e, n);
+    for (int32_t i = 0; i < n; i++) {
+        sched_seq *q = sp->cand[i];
+        const int32_t k = sp->k[i];
+        sp->cnt.spec_k_hist[IFD_MIN(k, 16)]++;
+        seq_of(q)->spec_src = k > 0 ? sp->src[i] : 0;
+        if (k == 0) continue;
+        if (sp->src[i] == 1)
+            memcpy(q->tokens + q->n_tokens, sp->ngram_buf + (size_t)i * sp->K, (size_t)k * sizeof(int32_t));
+        q->n_tokens += k;
+        q->n_spec = k;
+    }
+    return IFD_OK;
+}
+
+void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {
+    spec_state *sp = &e->spec;
+    sp->cnt.spec_verifications++;
+    sp->cnt.spec_proposed += (uint64_t)k;
+    sp->cnt.spec_accepted += (uint64_t)a;
+    sp->cnt.spec_emitted += (uint64_t)a + 1;
+    float al = alpha_of(s);
+    for (int32_t j = 0; j < a; j++) al += SPEC_EMA * (1.0f - al);
+    if (a < k) al *= 1.0f - SPEC_EMA;
+    s->spec_alpha = al;
+    s->spec_obs += a + (a < k);
+    if (sp->adaptive && s->spec_obs >= SPEC_MIN_OBS && al < sp->min_acceptance) {
+        s->spec_retry_at = s->n_generated + a + 1 + SPEC_RETRY;
+        sp->cnt.spec_switched_off++;
+    }
+    if (sp->d && s->spec_src == 2) {
+        draft_seq *ds = &s->dseq;
+        ds->n_verified = IFD_MAX(ds->n_verified, IFD_MIN(ds->n_computed, s->ss.n_computed));
+        draft_seq_rollback(sp->d, ds, s->ss.tokens, s->ss.n_computed);
+    }
+    s->spec_src = 0;
+}
