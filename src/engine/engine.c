@@ -229,8 +229,9 @@ static void drain_inbox(inferd_engine *e) {
 
 /* Append the drawn token id to s (with its logprobs lp[0 .. 1 + n_top) when asked),
  * emit / finish. The tokens s fed this step are already committed (sched_commit): a
- * finish frees its blocks. The caller has counted id in the penalty state. */
-static void seq_take(inferd_engine *e, sequence *s, int32_t id, inferd_token_logprob *lp,
+ * finish frees its blocks. The caller has counted id in the penalty state. Returns true
+ * when s finished (s and its request may then be freed). */
+static bool seq_take(inferd_engine *e, sequence *s, int32_t id, inferd_token_logprob *lp,
                      int32_t n_top) {
     request *r = s->req;
     if (r->t_first_token == 0.0) r->t_first_token = ifd_now_s();
@@ -258,7 +259,9 @@ static void seq_take(inferd_engine *e, sequence *s, int32_t id, inferd_token_log
         seq_finish(e, s, INFERD_FINISH_LENGTH, &id, 1, e->text_buf, n_text, lp, n_top);
     } else {
         emit(s, &id, 1, e->text_buf, n_text, lp, n_top);
+        return false;
     }
+    return true; /* finished: s (and its request) may be freed */
 }
 
 /* Sample the next token of s from logits row on the host, then seq_take. */
@@ -296,7 +299,9 @@ static void spec_verify(inferd_engine *e, const sched_entry *en) {
     int32_t n = 0;
     for (int32_t j = 0; j <= k; j++) {
         const float *row = e->logits + (size_t)(en->logits_first + j) * e->n_vocab;
-        const int32_t id = sampler_sample_seq(&r->sparams, st, row, e->n_vocab, &s->rng, &e->scratch);
+        int32_t id = sampler_sample_seq(&r->sparams, st, row, e->n_vocab, &s->rng, &e->scratch);
+        const bool wrong_rule = e->spec.debug_accept_all && j < k; /* tests only */
+        if (wrong_rule) id = q->tokens[base + 1 + j];
         e->vtok[n++] = id;
         if (st) sampler_state_accept(st, id);
         if (j == k || id != q->tokens[base + 1 + j]) break;
@@ -315,8 +320,7 @@ static void spec_verify(inferd_engine *e, const sched_entry *en) {
             lp = e->lp_buf;
             n_top = logprobs_compute(row, e->n_vocab, e->vtok[j], r->sp.logprobs, (logprob_entry *)lp);
         }
-        seq_take(e, s, e->vtok[j], lp, n_top);
-        if (s->ss.status == SCHED_FINISHED) break; /* s (and maybe r) may be gone: no access */
+        if (seq_take(e, s, e->vtok[j], lp, n_top)) break; /* finished: s (and r) may be gone */
     }
 }
 
@@ -1196,6 +1200,8 @@ bool inferd_engine_healthy(inferd_engine *e) {
     pthread_mutex_unlock(&e->mu);
     return ok;
 }
+
+void engine_spec_debug_accept_all(inferd_engine *e, bool on) { e->spec.debug_accept_all = on; }
 
 void engine_set_logits_tap(inferd_engine *e, engine_logits_tap fn, void *user) {
     e->tap = fn;

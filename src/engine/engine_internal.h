@@ -99,6 +99,7 @@ typedef struct spec_state {
     int32_t *ngram_buf;     /* [max_num_seqs][K] */
     draft_job *jobs;
     inferd_stats cnt;     /* the spec_* counters */
+    bool debug_accept_all; /* engine_spec_debug_accept_all (tests: a wrong rule) */
 } spec_state;
 
 struct inferd_engine {

@@ -10,6 +10,7 @@
 #define INFERD_ENGINE_TAP_H
 #include "../util/layer/engine.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "inferd.h"
@@ -18,5 +19,9 @@
 typedef void (*engine_logits_tap)(void *user, uint64_t request_id, int32_t pos, const float *row,
                                   int32_t n_vocab);
 void engine_set_logits_tap(inferd_engine *e, engine_logits_tap fn, void *user);
+
+/* Tests only: verification accepts every draft token (a deliberately wrong rule, so a
+ * distribution test can show that it would catch one). Set before the first submit. */
+void engine_spec_debug_accept_all(inferd_engine *e, bool on);
 
 #endif

@@ -177,8 +177,10 @@ int32_t sched_fork(sched *s, sched_seq *q);
 /* Drop q's draft tokens (n_tokens -= n_spec, n_spec = 0); q must not be planned. */
 void sched_drop_spec(sched_seq *q);
 
-/* Take q out of whatever queue holds it (a pending child leaves its parent's fork
- * list) and free its KV; q becomes SCHED_FINISHED. Safe in any state. A parent's
+/* Take q out of whatever queue holds it and free its KV; q becomes SCHED_FINISHED. A
+ * pending child is not unlinked from its parent's fork list (its fork_next is cleared,
+ * which would cut off the siblings after it): pending children are removed together
+ * with their parent, as the engine does. Safe in any state. A parent's
  * pending children are not touched (the caller removes them). */
 void sched_remove(sched *s, sched_seq *q);
 

@@ -10,8 +10,9 @@
  * preemption victim choice (most recently admitted), priority ordering, max_num_seqs
  * with forks (n > 1), the time budget (mixed steps vs prefill-only steps) and the cost
  * model, prefill bursts (decodes paused at most once per stall_every decodes),
- * prompt-logprob rows (every prompt token, within max_logits, no prefix hit), and
- * giving up on a sequence the pool cannot hold. */
+ * prompt-logprob rows (every prompt token, within max_logits, no prefix hit), giving up
+ * on a sequence the pool cannot hold, and speculative decoding (random drafts verified
+ * and rolled back under preemption, prefix sharing and forks). */
 #include "engine/kv_cache.h"
 #include "engine/scheduler.h"
 #include "test_util.h"
@@ -554,6 +555,350 @@ static void test_stuck(void) {
     world_deinit(&w, f, 2);
 }
 
-TEST_MAIN(T(test_decode_first), T(test_prefill_burst), T(test_chunking), T(test_token_budget_random),
-          T(test_preemption_victim), T(test_priority_order), T(test_forks_max_num_seqs),
-          T(test_time_budget), T(test_cost_model), T(test_prompt_logits_rows), T(test_stuck))
+/* ---- speculative decoding: verification entries and rollback (randomized) ------------- */
+
+/* A sequence of the speculative test. Every final token is a function of (stream,
+ * position): the prompt's stream for prompt positions, the sequence's own for generated
+ * ones (a choice 0 sequence continues its prompt's stream, so same-group sequences of
+ * any prompt length share whole blocks of generated tokens through the prefix cache).
+ * A rejected draft is a value the function never produces (>= SPEC_BAD). */
+#define SPEC_BAD   1000
+#define SPEC_SLOTS 16
+typedef struct sfseq {
+    fseq f; /* first: (sfseq *)sched_seq works */
+    int32_t pstream, stream;
+    int32_t k_given, a0; /* drafts given this step, how many of them are right */
+    int32_t base;        /* n_tokens before the drafts */
+    /* a probe: its prompt is a rejected stream (tokens up to and with rejected drafts,
+     * the first wrong one at first_bad), so its prefix hit must stop before first_bad */
+    bool probe, probe_checked;
+    int32_t first_bad;
+} sfseq;
+
+static int32_t spec_val(int32_t stream, int32_t pos) {
+    if (pos < 8) stream = -1; /* a prefix common to every prompt */
+    uint64_t h =
+        ((uint64_t)(stream + 7) * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)pos * 0xc2b2ae3d27d4eb4full);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    return 1 + (int32_t)(h % 997);
+}
+
+static int32_t spec_final(const sfseq *q, int32_t pos) {
+    if (q->probe && pos < q->f.ss.n_prompt) return q->f.toks[pos]; /* its own prompt */
+    return spec_val(pos < q->f.ss.n_prompt ? q->pstream : q->stream, pos);
+}
+
+static bool spec_live(const sfseq *q) {
+    return q->f.ss.status == SCHED_WAITING || q->f.ss.status == SCHED_RUNNING ||
+           q->f.ss.status == SCHED_STUCK || q->f.ss.status == SCHED_FORK_PENDING;
+}
+
+/* kv_check over every sequence with a table (waiting ones hold no blocks) */
+static int spec_kv_check(world *w, sfseq *sl, int step) {
+    kv_seq *live[SPEC_SLOTS];
+    int32_t n = 0;
+    for (int i = 0; i < SPEC_SLOTS; i++)
+        if (sl[i].f.ss.kv_ready) live[n++] = &sl[i].f.ss.kv;
+    char err[256] = "";
+    const int rc = kv_check(w->kv, live, n, err, sizeof err);
+    CHECKF(rc == 0, "step %d: kv_check: %s", step, err);
+    return rc;
+}
+
+/* remove q and, if its prompt is not done yet, its pending children */
+static void spec_remove(world *w, sfseq *q) {
+    sched_seq *kids[SPEC_SLOTS];
+    int nk = 0;
+    for (sched_seq *c = q->f.ss.fork_list; c && nk < SPEC_SLOTS; c = c->fork_next) kids[nk++] = c;
+    q->f.ss.fork_list = NULL;
+    for (int i = 0; i < nk; i++) sched_remove(&w->s, kids[i]);
+    sched_remove(&w->s, &q->f.ss);
+}
+
+static void spec_start(sfseq *q, int32_t pstream, int32_t stream, int32_t n_prompt, int32_t prio,
+                       uint64_t arrival, int32_t max_new) {
+    memset(q, 0, sizeof *q);
+    fseq_init(&q->f, n_prompt, prio, arrival, 0, max_new);
+    q->pstream = pstream;
+    q->stream = stream;
+    for (int32_t i = 0; i < n_prompt; i++) q->f.toks[i] = spec_val(pstream, i);
+}
+
+typedef struct spec_cfg {
+    int32_t n_blocks, bs, max_seqs, max_tokens, max_logits, stall_every, hash_bits;
+    int32_t max_prompt, max_new;
+} spec_cfg;
+
+static void spec_run(const spec_cfg *c, uint64_t seed, int steps) {
+    world w;
+    CHECK(world_init(&w, c->n_blocks, c->bs, c->max_seqs, c->max_tokens, c->max_logits, true));
+    if (c->hash_bits) kv_debug_set_hash_bits(w.kv, c->hash_bits);
+    w.s.cfg.stall_every = c->stall_every;
+    /* a lone sequence always fits the pool (never stuck), drafts and bonus included */
+    const int32_t limit = IFD_MIN(MAXLEN - 1, c->n_blocks * c->bs * 2 / 3);
+    CHECK(c->max_prompt + 2 < limit);
+    static sfseq sl[SPEC_SLOTS];
+    memset(sl, 0, sizeof sl);
+    t_rng r;
+    t_seed(&r, seed);
+    uint64_t arrival = 0;
+    int64_t n_verif = 0, n_verif_rejects = 0, n_trimmed = 0, n_dropped = 0, n_forks = 0;
+    int64_t n_finished = 0, n_aborted = 0, fails_before = t_failures;
+    int64_t n_probes = 0, n_probe_hits = 0;
+    static int32_t probe_toks[MAXLEN];
+    int32_t probe_n = 0, probe_bad = 0; /* probe_n > 0: a probe to start */
+    const uint64_t preempt0 = w.s.n_preemptions;
+    for (int step = 0; step < steps; step++) {
+        /* admissions: a new sequence now and then, sometimes with fork children */
+        int n_live = 0;
+        for (int i = 0; i < SPEC_SLOTS; i++) n_live += spec_live(&sl[i]);
+        if (n_live < 12 && t_next(&r) % 3 == 0) {
+            int at = -1;
+            for (int i = 0; i < SPEC_SLOTS && at < 0; i++)
+                if (!spec_live(&sl[i])) at = i;
+            const int32_t g = (int32_t)(t_next(&r) % 4);
+            const int32_t L = 1 + (int32_t)(t_next(&r) % (uint64_t)c->max_prompt);
+            const int32_t prio = t_next(&r) % 4 == 0 ? 1 : 0;
+            spec_start(&sl[at], g, g, L, prio, arrival++,
+                       1 + (int32_t)(t_next(&r) % (uint64_t)c->max_new));
+            int n_kids = t_next(&r) % 6 == 0 ? 1 + (int)(t_next(&r) % 2) : 0;
+            for (int kd = 1; kd <= n_kids; kd++) {
+                int ck = -1;
+                for (int i = 0; i < SPEC_SLOTS && ck < 0; i++)
+                    if (i != at && !spec_live(&sl[i])) ck = i;
+                if (ck < 0) break;
+                spec_start(&sl[ck], g, 100 + g * 8 + kd, L, prio, sl[at].f.ss.arrival,
+                           1 + (int32_t)(t_next(&r) % (uint64_t)c->max_new));
+                sl[ck].f.choice = kd;
+                sched_add_fork(&sl[at].f.ss, &sl[ck].f.ss);
+            }
+            sched_add(&w.s, &sl[at].f.ss);
+        }
+        /* a probe of the last rejection saved, first in line */
+        if (probe_n > 0) {
+            int at = -1;
+            for (int i = 0; i < SPEC_SLOTS && at < 0; i++)
+                if (!spec_live(&sl[i])) at = i;
+            if (at >= 0) {
+                sfseq *q = &sl[at];
+                spec_start(q, 0, 999, probe_n + 1, -1, arrival++, 1);
+                memcpy(q->f.toks, probe_toks, (size_t)probe_n * sizeof(int32_t));
+                q->f.toks[probe_n] = 1;
+                q->probe = true;
+                q->first_bad = probe_bad;
+                sched_add(&w.s, &q->f.ss);
+                probe_n = 0;
+                n_probes++;
+            }
+        }
+        /* an abort now and then (a pending child only goes with its parent) */
+        if (t_next(&r) % 40 == 0) {
+            sfseq *q = &sl[t_next(&r) % SPEC_SLOTS];
+            if (spec_live(q) && q->f.ss.status != SCHED_FORK_PENDING) {
+                spec_remove(&w, q);
+                n_aborted++;
+            }
+        }
+        /* drafts for the decoding sequences */
+        for (int i = 0; i < SPEC_SLOTS; i++) {
+            sfseq *q = &sl[i];
+            sched_seq *ss = &q->f.ss;
+            q->k_given = q->a0 = 0;
+            q->base = ss->n_tokens;
+            if (ss->status != SCHED_RUNNING || ss->n_tokens - ss->n_computed != 1 ||
+                ss->n_spec != 0 || ss->fork_list)
+                continue;
+            int32_t k = (int32_t)(t_next(&r) % 9);
+            k = IFD_MIN(k, limit - 1 - ss->n_tokens);
+            if (k <= 0 || t_next(&r) % 4 == 0) continue;
+            q->k_given = k;
+            q->a0 = (int32_t)(t_next(&r) % (uint64_t)(k + 1));
+            for (int32_t j = 0; j < k; j++) {
+                const int32_t pos = ss->n_tokens + j;
+                q->f.toks[pos] =
+                    j < q->a0 ? spec_final(q, pos) : SPEC_BAD + (int32_t)(t_next(&r) % 1000);
+            }
+            ss->n_tokens += k;
+            ss->n_spec = k;
+        }
+        if (c->stall_every)
+            sched_set_burst(&w.s, t_next(&r) % 2 ? 1 + (int32_t)(t_next(&r) % 64) : 0);
+        const int32_t mixed =
+            t_next(&r) % 3 == 0 ? 0 : 1 + (int32_t)(t_next(&r) % (uint64_t)c->max_tokens);
+        const sched_plan *p = sched_schedule(&w.s, mixed);
+        sched_seq *stuck = sched_next_stuck(&w.s);
+        CHECKF(stuck == NULL, "step %d: a sequence got stuck", step);
+        if (stuck) spec_remove(&w, (sfseq *)(void *)stuck);
+        CHECK(p->n_tokens <= p->budget && p->budget <= c->max_tokens);
+        CHECK(p->n_logits <= w.s.cfg.max_logits && p->n_seqs <= c->max_seqs);
+        /* drafts only on planned entries, trimmed from the end, never grown */
+        for (int i = 0; i < SPEC_SLOTS; i++) {
+            const sfseq *q = &sl[i];
+            const sched_seq *ss = &q->f.ss;
+            if (!spec_live(q)) continue;
+            CHECKF(ss->n_computed <= ss->n_tokens, "step %d: n_computed %d > n_tokens %d", step,
+                   ss->n_computed, ss->n_tokens);
+            CHECKF(
+                ss->n_spec == 0 ||
+                    (ss->status == SCHED_RUNNING && ss->n_scheduled == 1 + ss->n_spec),
+                "step %d: %d drafts on a sequence not planned for them (status %d, n_scheduled %d)",
+                step, ss->n_spec, ss->status, ss->n_scheduled);
+            if (q->k_given) {
+                CHECK(ss->n_spec >= 0 && ss->n_spec <= q->k_given);
+                CHECKF(ss->n_tokens == q->base + ss->n_spec,
+                       "step %d: n_tokens %d, base %d, n_spec %d", step, ss->n_tokens, q->base,
+                       ss->n_spec);
+                if (ss->n_scheduled && ss->n_spec < q->k_given) n_trimmed++;
+                if (!ss->n_scheduled) n_dropped++;
+            }
+        }
+        for (int32_t e = 0; e < p->n_seqs; e++) {
+            const sched_entry *en = &p->entries[e];
+            if (en->seq->n_spec > 0)
+                CHECKF(en->n_tokens == 1 + en->seq->n_spec && en->n_logits == en->n_tokens,
+                       "step %d: verification of %d drafts: %d tokens, %d rows", step,
+                       en->seq->n_spec, en->n_tokens, en->n_logits);
+        }
+        if (p->n_seqs > 0) fake_forward(&w, p);
+        /* accept, commit, append the bonus / sampled token, finish */
+        for (int32_t e = 0; e < p->n_seqs; e++) {
+            const sched_entry *en = &p->entries[e];
+            sched_seq *ss = en->seq;
+            sfseq *q = (sfseq *)(void *)ss;
+            if (ss->n_spec > 0) {
+                const int32_t k = ss->n_spec;
+                int32_t a = IFD_MIN(q->a0, k);
+                if (t_next(&r) % 8 == 0) a = (int32_t)(t_next(&r) % (uint64_t)(a + 1));
+                const int32_t c0 = ss->n_computed, nb0 = ss->kv.n_blocks;
+                const int32_t av0 = kv_n_available(w.kv);
+                bool stop = false; /* the bonus is a stop token: the blocks go to the cache now */
+                if (probe_n == 0 && q->a0 < k && c0 + 2 + k < limit && t_next(&r) % 3 == 0) {
+                    probe_n = c0 + 1 + k;
+                    probe_bad = c0 + 1 + q->a0;
+                    memcpy(probe_toks, ss->tokens, (size_t)probe_n * sizeof(int32_t));
+                    stop = t_next(&r) % 2 == 0;
+                }
+                sched_commit(&w.s, ss, 1 + a);
+                n_verif++;
+                n_verif_rejects += a < k;
+                CHECKF(ss->n_computed == c0 + 1 + a && ss->n_spec == 0 &&
+                           ss->n_tokens == ss->n_computed && ss->n_scheduled == 0,
+                       "step %d: after verifying %d of %d: n_computed %d (was %d), n_tokens %d, "
+                       "n_spec %d",
+                       step, a, k, ss->n_computed, c0, ss->n_tokens, ss->n_spec);
+                CHECKF(ss->kv.n_tokens == ss->n_computed &&
+                           ss->kv.n_blocks == (ss->n_computed + c->bs - 1) / c->bs,
+                       "step %d: KV not truncated: %d tokens in %d blocks, %d computed", step,
+                       ss->kv.n_tokens, ss->kv.n_blocks, ss->n_computed);
+                CHECKF(kv_n_available(w.kv) >= av0 + (nb0 - ss->kv.n_blocks),
+                       "step %d: %d blocks dropped but available %d -> %d", step,
+                       nb0 - ss->kv.n_blocks, av0, kv_n_available(w.kv));
+                q->f.n_gen += a;
+                if (stop) q->f.n_gen = q->f.max_new;
+            } else {
+                const bool ends = ss->n_computed + en->n_tokens == ss->n_tokens;
+                sched_commit(&w.s, ss, en->n_tokens);
+                if (!ends) continue;
+                if (ss->fork_list) {
+                    sched_seq *kids[SPEC_SLOTS];
+                    int nk = 0;
+                    for (sched_seq *cq = ss->fork_list; cq && nk < SPEC_SLOTS; cq = cq->fork_next)
+                        kids[nk++] = cq;
+                    sched_fork(&w.s, ss);
+                    n_forks += nk;
+                    for (int kd = 0; kd < nk; kd++) {
+                        sfseq *ch = (sfseq *)(void *)kids[kd];
+                        if (kids[kd]->status != SCHED_RUNNING) continue;
+                        ch->f.toks[kids[kd]->n_tokens] = spec_final(ch, kids[kd]->n_tokens);
+                        kids[kd]->n_tokens++;
+                        if (++ch->f.n_gen >= ch->f.max_new) {
+                            sched_remove(&w.s, kids[kd]);
+                            n_finished++;
+                        }
+                    }
+                }
+            }
+            q->f.toks[ss->n_tokens] = spec_final(q, ss->n_tokens);
+            ss->n_tokens++;
+            if (++q->f.n_gen >= q->f.max_new || ss->n_tokens >= limit - 1) {
+                sched_remove(&w.s, ss);
+                n_finished++;
+            }
+        }
+        /* every live sequence: no drafts left, only final tokens, KV as computed */
+        for (int i = 0; i < SPEC_SLOTS; i++) {
+            const sfseq *q = &sl[i];
+            const sched_seq *ss = &q->f.ss;
+            if (!spec_live(q)) continue;
+            CHECK(ss->n_spec == 0 && ss->n_scheduled == 0 && ss->n_computed <= ss->n_tokens);
+            int bad = 0, first_bad = -1;
+            for (int32_t pos = 0; pos < ss->n_tokens; pos++)
+                if (ss->tokens[pos] != spec_final(q, pos) && bad++ == 0) first_bad = pos;
+            CHECKF(bad == 0, "step %d: %d non-final tokens (first at %d: %d)", step, bad, first_bad,
+                   first_bad >= 0 ? ss->tokens[first_bad] : 0);
+            if (ss->status == SCHED_RUNNING) CHECK(ss->kv.n_tokens == ss->n_computed);
+            if (q->probe && ss->admitted_once && !q->probe_checked) {
+                sl[i].probe_checked = true;
+                n_probe_hits += ss->cached_tokens > 0;
+                CHECKF(ss->cached_tokens <= q->first_bad,
+                       "step %d: a prefix hit of %d tokens on a rejected stream (first rejected "
+                       "draft at %d)",
+                       step, ss->cached_tokens, q->first_bad);
+            }
+            if (ss->status == SCHED_WAITING && ss->kv_ready) CHECK(ss->kv.n_blocks == 0);
+        }
+        spec_kv_check(&w, sl, step);
+        if (t_failures - fails_before > 20) break; /* one bug, not thousands of lines */
+    }
+    const int64_t n_preempt = (int64_t)(w.s.n_preemptions - preempt0);
+    kv_stats ks;
+    kv_get_stats(w.kv, &ks);
+    printf(
+        "  spec %d blocks x %d: %lld verifications (%lld with rejections), %lld trimmed, "
+        "%lld dropped, %lld preemptions, %lld forks, %lld finished, %lld aborted, "
+        "prefix hits %llu/%llu tokens, %lld probes (%lld hits)\n",
+        c->n_blocks, c->bs, (long long)n_verif, (long long)n_verif_rejects, (long long)n_trimmed,
+        (long long)n_dropped, (long long)n_preempt, (long long)n_forks, (long long)n_finished,
+        (long long)n_aborted, (unsigned long long)ks.prefix_hits_tokens,
+        (unsigned long long)ks.prefix_queries_tokens, (long long)n_probes, (long long)n_probe_hits);
+    CHECK(n_verif > 100 && n_verif_rejects > 50);
+    CHECK(n_preempt > 20);
+    CHECK(n_trimmed > 0 && n_finished > 50);
+    CHECK(ks.prefix_hits_tokens > 0 && n_probes > 20 && n_probe_hits > 0);
+    /* the end: everything removed, the pool all free or evictable */
+    for (int i = 0; i < SPEC_SLOTS; i++)
+        if (spec_live(&sl[i])) spec_remove(&w, &sl[i]);
+    spec_kv_check(&w, sl, steps);
+    kv_get_stats(w.kv, &ks);
+    CHECKF(ks.n_used == 0 && ks.n_free + ks.n_cached_evictable == ks.n_blocks,
+           "used %d free %d evictable %d", ks.n_used, ks.n_free, ks.n_cached_evictable);
+    static fseq none[1];
+    world_deinit(&w, none, 0);
+}
+
+/* Speculative decoding: random drafts (0..8) on decoding sequences, random acceptance,
+ * preemption, prefix sharing, forks, aborts and bursts. After sched_schedule drafts are
+ * only on planned verification entries (1 + n_spec tokens and rows); after the commit
+ * the rejected drafts are gone (tokens, KV, blocks), only final tokens remain, and the
+ * prefix cache never serves a rejected one: a probe whose prompt is a rejected stream
+ * gets no hit past its first rejected draft (its source sometimes finishes at once, so
+ * its blocks reach the cache before any later write could take them out). */
+static void test_spec_verify_rollback_random(void) {
+    /* blocks, block size, seats, token cap, logits rows, stall_every (bursts), hash bits
+     * (collisions), longest prompt, most new tokens: rows bind the drafts in the first
+     * two, the token cap in the third */
+    const spec_cfg cfgs[] = {
+        {40, 4, 6, 32, 14, 0, 0, 40, 60},
+        {36, 8, 8, 24, 12, 4, 0, 60, 150},
+        {24, 2, 4, 16, 40, 0, 5, 16, 40},
+    };
+    for (int i = 0; i < (int)(sizeof cfgs / sizeof cfgs[0]); i++)
+        spec_run(&cfgs[i], 1234u + (uint64_t)i, 4000);
+}
+
+TEST_MAIN(T(test_decode_first), T(test_prefill_burst), T(test_chunking),
+          T(test_token_budget_random), T(test_preemption_victim), T(test_priority_order),
+          T(test_forks_max_num_seqs), T(test_time_budget), T(test_cost_model),
+          T(test_prompt_logits_rows), T(test_stuck), T(test_spec_verify_rollback_random))

@@ -1,0 +1,350 @@
+/* test_engine_spec.c — speculative decoding on the shared Shakespeare pair (issue 11).
+ *
+ * - Greedy identity: with a draft model or n-gram proposals (K = 1, 4, 8, fixed k so
+ *   every step speculates, and adaptive), each of 16 mixed requests gives the same token
+ *   ids AND bit-identical top logprobs as plain decoding, run alone and all 16 at once,
+ *   with prefix caching on; and under a KV pool small enough to force preemptions.
+ *   The runs must really speculate (verifications and accepted drafts counted).
+ * - Seeded sampling: the same seed gives the same tokens with and without speculation
+ *   (temperature 1; and with top-p 0.9 plus a repetition penalty).
+ * - Distribution: over 2,000 runs with different seeds, the first generated tokens with
+ *   speculation match those without (chi-square homogeneity, p > 0.001), while the
+ *   deliberately wrong rule "accept every draft" fails the same test (p < 0.001).
+ * - A draft whose vocabulary differs is refused at create, naming the difference. */
+#include <math.h>
+
+#include "engine/engine_tap.h"
+#include "engine/sampler.h"
+#include "inferd.h"
+#include "test_util.h"
+
+#define TARGET INFERD_SHARED_DIR "/models/shakespeare-target.gguf"
+#define DRAFT INFERD_SHARED_DIR "/models/shakespeare-draft.gguf"
+#define MAX_OUT 48
+#define NTOP 5
+#define NP 16
+
+typedef struct result {
+    int32_t ids[MAX_OUT];
+    inferd_token_logprob lp[MAX_OUT][1 + NTOP];
+    int32_t n;
+    bool done;
+} result;
+
+static void on_out(const inferd_output *o, void *user) {
+    result *r = user;
+    for (int32_t i = 0; i < o->n_tokens && r->n < MAX_OUT; i++) {
+        r->ids[r->n] = o->tokens[i];
+        if (o->logprobs)
+            memcpy(r->lp[r->n], o->logprobs + (size_t)i * (1 + o->n_top),
+                   (size_t)(1 + o->n_top) * sizeof(inferd_token_logprob));
+        r->n++;
+    }
+    if (o->finished) r->done = true;
+}
+
+typedef struct prompt {
+    int32_t ids[200];
+    int32_t n, max_out;
+} prompt;
+
+static prompt P[NP];
+
+/* 16 prompts: random ids, some sharing a prefix (prefix cache), some a repeated phrase
+ * (the n-gram proposer finds matches) */
+static void make_prompts(void) {
+    ifd_rng rng;
+    rng_seed(&rng, 7);
+    int32_t prefix[48], phrase[12];
+    for (int i = 0; i < 48; i++) prefix[i] = 3 + (int32_t)(rng_next(&rng) % 1000);
+    for (int i = 0; i < 12; i++) phrase[i] = 3 + (int32_t)(rng_next(&rng) % 1000);
+    for (int k = 0; k < NP; k++) {
+        prompt *p = &P[k];
+        p->n = 8 + (int32_t)(rng_next(&rng) % 150);
+        p->ids[0] = 1;
+        for (int32_t i = 1; i < p->n; i++) {
+            int32_t t = 3 + (int32_t)(rng_next(&rng) % 1000);
+            if (k % 4 == 1 && i < 48) t = prefix[i];
+            if (k % 4 == 2) t = phrase[i % 12];
+            p->ids[i] = t;
+        }
+        p->max_out = 12 + (int32_t)(rng_next(&rng) % (MAX_OUT - 12));
+    }
+}
+
+typedef struct spec_cfg {
+    const char *draft;
+    bool ngram;
+    int32_t K;
+    bool adaptive;
+} spec_cfg;
+
+static void opts(inferd_engine_options *o, const spec_cfg *c) {
+    inferd_engine_options_default(o);
+    o->model_path = TARGET;
+    o->threaded = false;
+    o->device = INFERD_DEVICE_CPU;
+    o->max_num_seqs = 16;
+    if (c) {
+        o->draft_model_path = c->draft;
+        o->speculative_ngram = c->ngram;
+        o->num_speculative_tokens = c->K;
+        o->speculative_adaptive = c->adaptive;
+    }
+}
+
+static bool submit(inferd_engine *e, const prompt *p, result *out, float temp, uint64_t seed,
+                   float top_p, float rep) {
+    char err[256];
+    inferd_request q = {.prompt = p->ids, .n_prompt = p->n, .cb = on_out, .user = out};
+    inferd_sampling_default(&q.sampling);
+    q.sampling.temperature = temp;
+    q.sampling.top_p = top_p;
+    q.sampling.repetition_penalty = rep;
+    q.sampling.seed = seed;
+    q.sampling.has_seed = true;
+    q.sampling.max_tokens = p->max_out;
+    q.sampling.ignore_eos = true;
+    q.sampling.logprobs = NTOP;
+    if (inferd_submit(e, &q, NULL, err, sizeof err)) {
+        fprintf(stderr, "  submit: %s\n", err);
+        return false;
+    }
+    return true;
+}
+
+static void drain(inferd_engine *e) {
+    for (int guard = 0; inferd_engine_step(e) > 0 && guard < 1000000; guard++) {
+    }
+}
+
+/* All prompts greedy, one at a time (alone) or all at once. */
+static bool run(const inferd_engine_options *o, bool alone, result *out, inferd_stats *st) {
+    char err[512];
+    inferd_engine *e = NULL;
+    if (inferd_engine_create(&e, o, err, sizeof err)) {
+        fprintf(stderr, "  engine: %s\n", err);
+        return false;
+    }
+    memset(out, 0, sizeof(result) * NP);
+    bool ok = true;
+    for (int k = 0; k < NP && ok; k++) {
+        ok = submit(e, &P[k], &out[k], 0.0f, 0, 1.0f, 1.0f);
+        if (alone) drain(e);
+    }
+    drain(e);
+    if (st) inferd_engine_stats(e, st);
+    inferd_engine_destroy(e);
+    for (int k = 0; k < NP; k++) ok = ok && out[k].done;
+    return ok;
+}
+
+static int compare(const result *a, const result *b, const char *what) {
+    int bad = 0;
+    for (int k = 0; k < NP; k++) {
+        if (a[k].n != b[k].n || memcmp(a[k].ids, b[k].ids, (size_t)a[k].n * sizeof(int32_t))) {
+            fprintf(stderr, "  %s: request %d tokens differ\n", what, k);
+            bad++;
+        } else if (memcmp(a[k].lp, b[k].lp, (size_t)a[k].n * sizeof a[k].lp[0])) {
+            fprintf(stderr, "  %s: request %d logprobs differ\n", what, k);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static result R0[NP], R1[NP];
+
+static void test_greedy_identical(void) {
+    make_prompts();
+    inferd_engine_options o;
+    opts(&o, NULL);
+    CHECK(run(&o, false, R0, NULL));
+    const spec_cfg cfgs[] = {
+        {DRAFT, false, 1, false}, {DRAFT, false, 4, false}, {DRAFT, false, 8, false},
+        {NULL, true, 1, false},   {NULL, true, 4, false},   {NULL, true, 8, false},
+        {DRAFT, true, 4, false},  {DRAFT, false, 4, true},  {NULL, true, 8, true},
+    };
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        for (int alone = 0; alone < 2; alone++) {
+            opts(&o, &cfgs[c]);
+            inferd_stats st;
+            CHECK(run(&o, alone, R1, &st));
+            char what[96];
+            snprintf(what, sizeof what, "%s%s K=%d %s %s", cfgs[c].draft ? "draft" : "",
+                     cfgs[c].ngram ? "+ngram" : "", cfgs[c].K, cfgs[c].adaptive ? "adaptive" : "fixed",
+                     alone ? "alone" : "batch of 16");
+            CHECKF(compare(R0, R1, what) == 0, "%s", what);
+            if (!cfgs[c].adaptive) {
+                CHECKF(st.spec_verifications > 0 && st.spec_accepted > 0,
+                       "%s: %llu verifications, %llu accepted", what,
+                       (unsigned long long)st.spec_verifications, (unsigned long long)st.spec_accepted);
+                CHECK(st.spec_emitted == st.spec_accepted + st.spec_verifications);
+                CHECK(st.spec_accepted <= st.spec_proposed);
+            }
+            if (cfgs[c].draft && !cfgs[c].ngram && !cfgs[c].adaptive) CHECK(st.spec_draft_forwards > 0);
+            CHECK(st.kv_blocks_used == 0);
+        }
+    }
+}
+
+/* A pool of 12 blocks of 16 tokens for 16 requests of up to ~200 tokens: preemption must
+ * happen, with drafts in flight, and the prefix cache (on) serves the recomputes. */
+static void test_preemption(void) {
+    make_prompts();
+    inferd_engine_options o;
+    opts(&o, NULL);
+    CHECK(run(&o, false, R0, NULL));
+    const spec_cfg cfgs[] = {{DRAFT, false, 4, false}, {NULL, true, 8, false}, {DRAFT, true, 8, false}};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        opts(&o, &cfgs[c]);
+        o.kv_cache_bytes = 14 * 16 * 2 * 4 * 2 * 128 + 14 * 16 * 2 * 2 * 1 * 128; /* both pools, f16 */
+        inferd_stats st;
+        CHECK(run(&o, false, R1, &st));
+        CHECKF(st.preemptions > 0, "preemptions %llu", (unsigned long long)st.preemptions);
+        CHECKF(st.spec_accepted > 0, "accepted %llu", (unsigned long long)st.spec_accepted);
+        CHECK(compare(R0, R1, "small pool") == 0);
+        CHECK(st.kv_blocks_used == 0);
+    }
+}
+
+/* ---- seeded sampling and the distribution -------------------------------------------- */
+
+#define NRUN 2000
+#define DIST_OUT 4
+static result DR[3][NRUN];
+
+/* NRUN requests of the same prompt, seeds seed0 + i, all submitted at once. */
+static bool run_seeded(const spec_cfg *c, bool wrong_rule, uint64_t seed0, float top_p, float rep,
+                       result *out) {
+    inferd_engine_options o;
+    opts(&o, c);
+    o.max_num_seqs = 64;
+    char err[512];
+    inferd_engine *e = NULL;
+    if (inferd_engine_create(&e, &o, err, sizeof err)) {
+        fprintf(stderr, "  engine: %s\n", err);
+        return false;
+    }
+    if (wrong_rule) engine_spec_debug_accept_all(e, true);
+    static const char *text = "ROMEO:";
+    prompt p = {.max_out = DIST_OUT};
+    p.n = inferd_tokenize(e, text, strlen(text), true, false, p.ids, 200);
+    memset(out, 0, sizeof(result) * NRUN);
+    bool ok = p.n > 0;
+    for (int i = 0; i < NRUN && ok; i++) ok = submit(e, &p, &out[i], 1.0f, seed0 + (uint64_t)i, top_p, rep);
+    drain(e);
+    inferd_stats st;
+    inferd_engine_stats(e, &st);
+    inferd_engine_destroy(e);
+    if (c) CHECKF(st.spec_verifications > 0, "verifications %llu", (unsigned long long)st.spec_verifications);
+    for (int i = 0; i < NRUN; i++) ok = ok && out[i].done && out[i].n == DIST_OUT;
+    return ok;
+}
+
+/* Regularized upper incomplete gamma Q(a, x): series below a + 1, continued fraction above. */
+static double gamma_q(double a, double x) {
+    if (x <= 0) return 1.0;
+    const double lg = lgamma(a);
+    if (x < a + 1) {
+        double sum = 1.0 / a, term = sum;
+        for (int n = 1; n < 10000; n++) {
+            term *= x / (a + n);
+            sum += term;
+            if (fabs(term) < fabs(sum) * 1e-15) break;
+        }
+        return 1.0 - sum * exp(-x + a * log(x) - lg);
+    }
+    double b = x + 1 - a, c = 1e300, d = 1 / b, h = d;
+    for (int i = 1; i < 10000; i++) {
+        const double an = -i * (i - a);
+        b += 2;
+        d = an * d + b;
+        if (fabs(d) < 1e-300) d = 1e-300;
+        c = b + an / c;
+        if (fabs(c) < 1e-300) c = 1e-300;
+        d = 1 / d;
+        const double del = d * c;
+        h *= del;
+        if (fabs(del - 1) < 1e-15) break;
+    }
+    return exp(-x + a * log(x) - lg) * h;
+}
+
+/* Chi-square homogeneity of the token at position pos (pos < 0: the pair at 0 and 1)
+ * between two samples; bins with fewer than 10 in both together are merged. p-value. */
+static double chi2_p(const result *a, const result *b, int pos) {
+    enum { NB = 1024 * 8 };
+    static int ca[NB], cb[NB];
+    memset(ca, 0, sizeof ca);
+    memset(cb, 0, sizeof cb);
+    for (int i = 0; i < NRUN; i++) {
+        const int ka = pos >= 0 ? a[i].ids[pos] : (a[i].ids[0] * 7 + a[i].ids[1]) % NB;
+        const int kb = pos >= 0 ? b[i].ids[pos] : (b[i].ids[0] * 7 + b[i].ids[1]) % NB;
+        ca[ka % NB]++;
+        cb[kb % NB]++;
+    }
+    double chi = 0, oa = 0, ob = 0;
+    int bins = 0;
+    for (int k = 0; k < NB; k++) {
+        if (ca[k] + cb[k] >= 10) {
+            const double ea = (ca[k] + cb[k]) / 2.0; /* equal sample sizes */
+            chi += (ca[k] - ea) * (ca[k] - ea) / ea + (cb[k] - ea) * (cb[k] - ea) / ea;
+            bins++;
+        } else {
+            oa += ca[k];
+            ob += cb[k];
+        }
+    }
+    if (oa + ob > 0) {
+        const double ea = (oa + ob) / 2.0;
+        chi += (oa - ea) * (oa - ea) / ea + (ob - ea) * (ob - ea) / ea;
+        bins++;
+    }
+    return bins > 1 ? gamma_q((bins - 1) / 2.0, chi / 2.0) : 1.0;
+}
+
+static void dist_case(float top_p, float rep) {
+    const spec_cfg c = {DRAFT, false, 4, false};
+    CHECK(run_seeded(NULL, false, 1000, top_p, rep, DR[0]));
+    CHECK(run_seeded(&c, false, 1000, top_p, rep, DR[1]));
+    /* the same seed gives the same tokens, speculation or not */
+    int same = 0;
+    for (int i = 0; i < NRUN; i++) same += !memcmp(DR[0][i].ids, DR[1][i].ids, sizeof(int32_t) * DIST_OUT);
+    CHECKF(same == NRUN, "top_p %.2f rep %.2f: %d of %d seeded runs identical", top_p, rep, same, NRUN);
+    /* other seeds: the same distribution */
+    CHECK(run_seeded(&c, false, 900000, top_p, rep, DR[1]));
+    CHECK(run_seeded(&c, true, 900000, top_p, rep, DR[2]));
+    for (int pos = -1; pos < 3; pos++) {
+        const double p_ok = chi2_p(DR[0], DR[1], pos), p_bad = chi2_p(DR[0], DR[2], pos);
+        fprintf(stderr, "  top_p %.2f rep %.2f token %d: p = %.4f with speculation, %.3g accepting every draft\n",
+                top_p, rep, pos, p_ok, p_bad);
+        CHECKF(p_ok > 0.001, "token %d: p %.5f", pos, p_ok);
+        if (pos >= 1) CHECKF(p_bad < 0.001, "wrong rule, token %d: p %.5f", pos, p_bad);
+    }
+}
+
+static void test_distribution(void) { dist_case(1.0f, 1.0f); }
+static void test_distribution_top_p_penalty(void) { dist_case(0.9f, 1.3f); }
+
+static void test_vocab_mismatch(void) {
+    /* the target as a draft for itself passes; a file with another vocabulary is refused */
+    inferd_engine_options o;
+    const spec_cfg c = {TARGET, false, 2, false};
+    opts(&o, &c);
+    char err[512] = "";
+    inferd_engine *e = NULL;
+    CHECKF(inferd_engine_create(&e, &o, err, sizeof err) == 0, "%s", err);
+    inferd_engine_destroy(e);
+    const spec_cfg bad = {INFERD_SHARED_DIR "/models/no-such-draft.gguf", false, 2, false};
+    opts(&o, &bad);
+    e = NULL;
+    CHECK(inferd_engine_create(&e, &o, err, sizeof err) != 0 && e == NULL);
+    CHECKF(strstr(err, "draft model") != NULL, "%s", err);
+    const spec_cfg k0 = {DRAFT, false, 0, false};
+    opts(&o, &k0);
+    CHECK(inferd_engine_create(&e, &o, err, sizeof err) == INFERD_ERR_INVALID && e == NULL);
+}
+
+TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
+          T(test_distribution_top_p_penalty), T(test_vocab_mismatch))
