@@ -98,7 +98,14 @@ int cli_bench(int argc, char **argv) {
     const uint64_t seed = c.seed;
     const float rate = (float)c.request_rate;
     const bool chunked = c.scenario == 1;
-    const char *scenario = chunked ? "chunked" : "offline";
+    const char *scenario = chunked ? "chunked" : c.prompt_file ? "prompt-file" : "offline";
+    char *ptext = NULL; /* --prompt-file, read before the options go */
+    size_t n_ptext = 0;
+    if (c.prompt_file && ifd_read_file(c.prompt_file, &ptext, &n_ptext, err, sizeof err)) {
+        fprintf(stderr, "inferd bench: --prompt-file %s: %s\n", c.prompt_file, err);
+        server_config_deinit(&c);
+        return 1;
+    }
     inferd_engine *e = NULL;
     rc = inferd_engine_create(&e, &eo, err, sizeof err);
     server_config_deinit(&c); /* the rest is copied out; the engine keeps no option pointer */
@@ -119,7 +126,7 @@ int cli_bench(int argc, char **argv) {
         in_lo = in_hi = 2000;
         out_lo = out_hi = 16;
     }
-    if (in_hi + out_hi > max_len) {
+    if (!ptext && in_hi + out_hi > max_len) {
         fprintf(stderr, "inferd bench: input + output (%lld) exceeds the context length %d\n",
                 (long long)(in_hi + out_hi), max_len);
         inferd_engine_destroy(e);
@@ -147,9 +154,26 @@ int cli_bench(int argc, char **argv) {
         int64_t il = bg ? 64 : in_lo + (int64_t)(rng_next(&rng) % (uint64_t)(in_hi - in_lo + 1));
         int64_t ol = bg ? IFD_MIN(512, max_len - 64)
                         : out_lo + (int64_t)(rng_next(&rng) % (uint64_t)(out_hi - out_lo + 1));
-        plen[i] = (int32_t)il;
-        prompts[i] = malloc((size_t)il * sizeof(int32_t));
-        for (int64_t j = 0; j < il; j++) prompts[i][j] = normal[rng_next(&rng) % (uint64_t)n_normal];
+        if (ptext && !bg) {
+            /* text number i mod n of the file ('%%' lines between texts) */
+            const char *a = ptext, *end = ptext + n_ptext;
+            int n_texts = 1;
+            for (const char *q = ptext; (q = strstr(q, "\n%%\n")) != NULL; q += 4) n_texts++;
+            for (int k = i % n_texts; k > 0; k--) a = strstr(a, "\n%%\n") + 4;
+            const char *b = strstr(a, "\n%%\n");
+            if (!b) b = end;
+            const int32_t cap = (int32_t)IFD_MAX(1, max_len - ol - 1);
+            int32_t *ids = malloc((size_t)cap * sizeof(int32_t));
+            int32_t n = ids ? inferd_tokenize(e, a, (size_t)(b - a), true, false, ids, cap) : 0;
+            il = IFD_MAX(1, IFD_MIN(n, cap));
+            prompts[i] = ids;
+            plen[i] = (int32_t)il;
+            if (n > cap) fprintf(stderr, "inferd bench: prompt %d cut to %d tokens\n", i % n_texts, cap);
+        } else {
+            plen[i] = (int32_t)il;
+            prompts[i] = malloc((size_t)il * sizeof(int32_t));
+            for (int64_t j = 0; j < il; j++) prompts[i][j] = normal[rng_next(&rng) % (uint64_t)n_normal];
+        }
         st.reqs[i].want_out = (int32_t)ol;
         st.reqs[i].group = bg ? 0 : (chunked ? 1 : 0);
         total_in += il;
@@ -227,13 +251,30 @@ int cli_bench(int argc, char **argv) {
     printf("%-28s %12llu\n", "preemptions", (unsigned long long)es.preemptions);
     printf("%-28s %12llu\n", "prefix-cache hit tokens", (unsigned long long)es.prefix_hits_tokens);
     printf("%-28s %12llu\n", "engine steps", (unsigned long long)es.steps);
+    const double acc = es.spec_proposed ? (double)es.spec_accepted / (double)es.spec_proposed : 0.0;
+    const double mal = es.spec_verifications ? (double)es.spec_accepted / (double)es.spec_verifications : 0.0;
+    if (eo.draft_model_path || eo.speculative_ngram) {
+        printf("%-28s %12llu\n", "draft tokens verified", (unsigned long long)es.spec_proposed);
+        printf("%-28s %12llu\n", "draft tokens accepted", (unsigned long long)es.spec_accepted);
+        printf("%-28s %12.3f\n", "acceptance rate", acc);
+        printf("%-28s %12.3f\n", "mean accepted length", mal);
+        printf("%-28s %12.3f\n", "tokens per verification",
+               es.spec_verifications ? (double)es.spec_emitted / (double)es.spec_verifications : 0.0);
+        printf("%-28s %12llu\n", "speculation switched off", (unsigned long long)es.spec_switched_off);
+        printf("%-28s ", "k histogram (0..K)");
+        for (int k = 0; k <= eo.num_speculative_tokens && k <= 16; k++)
+            printf("%s%llu", k ? " " : "", (unsigned long long)es.spec_k_hist[k]);
+        printf("\n");
+    }
     printf("{\"requests\": %d, \"prompt_tokens\": %lld, \"output_tokens\": %lld, \"wall_s\": %.3f, "
            "\"output_tok_per_s\": %.2f, \"ttft_ms_p50\": %.1f, \"ttft_ms_p99\": %.1f, "
            "\"tpot_ms_p50\": %.2f, \"tpot_ms_p99\": %.2f, \"itl_ms_p50\": %.2f, \"itl_ms_p99\": %.2f, "
            "\"itl_ms_max\": %.2f, \"max_num_batched_tokens\": %d, "
-           "\"max_num_seqs\": %d, \"scenario\": \"%s\"}\n",
+           "\"max_num_seqs\": %d, \"scenario\": \"%s\", \"spec_acceptance\": %.4f, "
+           "\"spec_mean_accepted\": %.4f, \"spec_verifications\": %llu}\n",
            n_total, (long long)total_in, (long long)got_out, wall, (double)got_out / wall, ttft50,
-           ttft99, tpot50, tpot99, itl50, itl99, itlmax, eo.max_num_batched_tokens, eo.max_num_seqs, scenario);
+           ttft99, tpot50, tpot99, itl50, itl99, itlmax, eo.max_num_batched_tokens, eo.max_num_seqs, scenario,
+           acc, mal, (unsigned long long)es.spec_verifications);
     inferd_engine_destroy(e);
     for (int i = 0; i < n_total; i++) free(prompts[i]);
     free(prompts);
@@ -244,6 +285,7 @@ int cli_bench(int argc, char **argv) {
     free(tpot);
     free(st.itl);
     free(normal);
+    free(ptext);
     pthread_mutex_destroy(&st.mu);
     pthread_cond_destroy(&st.cv);
     return 0;

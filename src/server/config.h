@@ -133,6 +133,7 @@ typedef struct server_config {
     int64_t input_len[2], output_len[2]; /* ranges "A:B" (or "A" = "A:A") */
     double request_rate;
     int64_t scenario; /* 0 offline, 1 chunked */
+    char *prompt_file; /* bench: real prompts, '%%' lines between them */
     /* perplexity */
     char *text_file; /* -f: the text to score */
     int64_t ppl_ctx; /* --ctx: window length in tokens */

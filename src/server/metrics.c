@@ -130,6 +130,28 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
     counter(o, "inferd_preemptions_total", "Sequences preempted for lack of KV blocks.",
             st->preemptions);
     counter(o, "inferd_engine_steps_total", "Engine steps run.", st->steps);
+    /* speculative decoding (vLLM's names are vllm:spec_decode_num_*_tokens_total) */
+    counter(o, "inferd_spec_decode_num_draft_tokens_total", "Draft tokens verified by the target.",
+            st->spec_proposed);
+    counter(o, "inferd_spec_decode_num_accepted_tokens_total", "Draft tokens the target accepted.",
+            st->spec_accepted);
+    counter(o, "inferd_spec_decode_num_verifications_total",
+            "Sequence-steps that verified drafts (each emits accepted + 1 tokens).", st->spec_verifications);
+    counter(o, "inferd_spec_decode_num_emitted_tokens_total", "Tokens emitted by verifications.",
+            st->spec_emitted);
+    counter(o, "inferd_spec_decode_switched_off_total",
+            "Times a sequence stopped speculating for low acceptance.", st->spec_switched_off);
+    counter(o, "inferd_spec_decode_draft_forwards_total", "Draft model forwards run.",
+            st->spec_draft_forwards);
+    gauge(o, "inferd_spec_decode_acceptance_ratio", "Accepted over verified draft tokens.",
+          st->spec_proposed ? (double)st->spec_accepted / (double)st->spec_proposed : 0.0);
+    gauge(o, "inferd_spec_decode_mean_accepted_length", "Accepted draft tokens per verification.",
+          st->spec_verifications ? (double)st->spec_accepted / (double)st->spec_verifications : 0.0);
+    head(o, "inferd_spec_decode_k_total", "counter", "Drafts chosen per decoding sequence-step, by k.");
+    for (int k = 0; k <= 16; k++)
+        if (st->spec_k_hist[k] || k == 0)
+            sbuf_printf(o, "inferd_spec_decode_k_total{k=\"%d\"} %llu\n", k,
+                        (unsigned long long)st->spec_k_hist[k]);
 
     head(o, "inferd_aborted_total", "counter", "Requests aborted, by reason.");
     for (int i = 0; i < ABORT_N; i++)

@@ -1,0 +1,88 @@
+"""Speculative decoding through the real binary (issue 11): `generate` prints the same
+greedy ids with a draft model or n-gram proposals as without; a draft with another
+vocabulary is refused with an error naming the difference; `serve` with a draft model
+answers completions identically and reports the spec_decode metrics; `bench` prints
+the acceptance figures."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from server_util import Server
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def gen(inferd_bin, shared_models, *extra, prompt="ROMEO:", n=64):
+    cmd = [str(inferd_bin), "generate", "-m", str(shared_models / "shakespeare-target.gguf"),
+           "-p", prompt, "--temp", "0", "-n", str(n), "--ignore-eos", "--ids", *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return r
+
+
+def test_generate_identical(inferd_bin, shared_models):
+    base = gen(inferd_bin, shared_models)
+    assert base.returncode == 0, base.stderr
+    ids = base.stdout.split()
+    assert len(ids) == 64
+    draft = str(shared_models / "shakespeare-draft.gguf")
+    for extra in (["--draft-model", draft, "--no-speculative-adaptive"],
+                  ["--draft-model", draft, "--num-speculative-tokens", "8"],
+                  ["--speculative-ngram", "--no-speculative-adaptive", "--num-speculative-tokens", "1"],
+                  ["--draft-model", draft, "--speculative-ngram", "--no-speculative-adaptive"]):
+        r = gen(inferd_bin, shared_models, *extra)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == ids, extra
+        assert "speculative decoding: K" in r.stderr
+
+
+def test_draft_vocab_mismatch(inferd_bin, shared_models, work_dir):
+    bad = work_dir / "other-vocab.gguf"
+    subprocess.run([sys.executable, str(REPO / "tools" / "write_test_model.py"), "--dim", "64",
+                    "--n-layers", "1", "--n-heads", "2", "--n-kv-heads", "1", "--ffn", "128",
+                    "--vocab", "512", "--ctx", "256", "--out", str(bad)], check=True, capture_output=True)
+    r = gen(inferd_bin, shared_models, "--draft-model", str(bad))
+    assert r.returncode != 0
+    assert "draft model" in r.stderr and "vocabulary" in r.stderr, r.stderr
+    r = gen(inferd_bin, shared_models, "--draft-model", str(work_dir / "missing.gguf"))
+    assert r.returncode != 0 and "draft model" in r.stderr
+
+
+def test_serve_metrics(shared_models):
+    prompt = "KING HENRY:"
+    plain = Server()
+    try:
+        want = [plain.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 40, "temperature": 0})
+                for _ in range(1)][0][1]["choices"][0]["text"]
+    finally:
+        plain.stop()
+    s = Server("--draft-model", str(shared_models / "shakespeare-draft.gguf"), "--no-speculative-adaptive")
+    try:
+        st, body = s.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 40, "temperature": 0})
+        assert st == 200
+        assert body["choices"][0]["text"] == want
+        st, body = s.json("POST", "/v1/completions",
+                          {"prompt": prompt, "max_tokens": 40, "temperature": 0, "stream": False,
+                           "stop": [want[10:14]]})
+        assert st == 200 and body["choices"][0]["finish_reason"] == "stop"
+        assert body["choices"][0]["text"] == want[:want.index(want[10:14])]
+        m = s.metrics()
+        assert m["inferd_spec_decode_num_draft_tokens_total"] > 0
+        assert 0 < m["inferd_spec_decode_num_accepted_tokens_total"] <= m["inferd_spec_decode_num_draft_tokens_total"]
+        assert m["inferd_spec_decode_num_emitted_tokens_total"] == (
+            m["inferd_spec_decode_num_accepted_tokens_total"] + m["inferd_spec_decode_num_verifications_total"])
+    finally:
+        s.stop()
+
+
+def test_bench_reports(inferd_bin, shared_models, repo_root):
+    r = subprocess.run([str(inferd_bin), "bench", "-m", str(shared_models / "shakespeare-target.gguf"),
+                        "--draft-model", str(shared_models / "shakespeare-draft.gguf"), "--no-speculative-adaptive",
+                        "--prompt-file", str(repo_root / "bench" / "prompts" / "shakespeare-prose.txt"),
+                        "--num-requests", "4", "--output-len-range", "32"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "acceptance rate" in r.stdout and "k histogram" in r.stdout
+    js = json.loads(r.stdout.strip().splitlines()[-1])
+    assert js["output_tokens"] == 4 * 32
+    assert 0 < js["spec_acceptance"] <= 1 and js["spec_verifications"] > 0
