@@ -9,6 +9,8 @@ bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)" -LE fuzz
 bash tests/fuzz/run_fuzz.sh build-fuzz "${FUZZ_SECONDS:-80}"
 bash bench/engine_bench.sh build Q4_0 1   # benchmark smoke test (tiny model, seconds)
+BATCHES="1 4" bash bench/spec_bench.sh build ../shared/models/shakespeare-target.gguf \
+  ../shared/models/shakespeare-draft.gguf 16   # speculative decoding smoke test (seconds)
 PY=${PYTHON:-python3}
 INFERD_BIN=$PWD/build/inferd $PY -m pytest -q tests/python
 # the server suites again against the ASan+UBSan build (a sanitizer report or a leak

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 11's speculative decoding figures: output tokens/s with and without speculation
+# (draft model, n-gram), acceptance rate and mean accepted length, per batch size and
+# prompt set, all in one run on one machine (modes alternate batch by batch).
+#
+#   bench/spec_bench.sh BUILD TARGET.gguf DRAFT.gguf [OUT_TOKENS] [PROMPT_FILE ...]
+#
+# Defaults: OUT_TOKENS 128; prompt files bench/prompts/shakespeare-prose.txt and
+# bench/prompts/repeat.txt (texts whose continuation repeats them). Batch sizes: BATCHES
+# (default "1 4 16"); each run has 2 x batch requests (max-num-seqs = batch), greedy,
+# ignore_eos, THREADS threads (default 2). Modes: plain, draft (adaptive K=4), ngram
+# (adaptive K=4), and with FIXED=1 the draft at fixed K too. tok/s = output_tok_per_s of
+# `inferd bench` (its JSON line); x = over plain in the same batch and prompt set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:?build dir}; TARGET=${2:?target.gguf}; DRAFT=${3:?draft.gguf}; OUT=${4:-128}
+shift $(( $# < 4 ? $# : 4 ))
+FILES=("$@"); [ ${#FILES[@]} -gt 0 ] || FILES=(bench/prompts/shakespeare-prose.txt bench/prompts/repeat.txt)
+BATCHES=${BATCHES:-1 4 16}; THREADS=${THREADS:-2}; PY=${PYTHON:-python3}
+BIN=$BUILD/inferd
+[ -x "$BIN" ] && [ -f "$TARGET" ] && [ -f "$DRAFT" ] || { echo "usage: $0 BUILD TARGET DRAFT [OUT] [PROMPTS...]" >&2; exit 1; }
+MODES=(plain draft ngram); [ "${FIXED:-0}" = 1 ] && MODES+=(draft-fixed)
+args_of() {
+  case $1 in
+    plain) ;;
+    draft) echo "--draft-model $DRAFT" ;;
+    ngram) echo "--speculative-ngram" ;;
+    draft-fixed) echo "--draft-model $DRAFT --no-speculative-adaptive" ;;
+  esac
+}
+printf "%-26s %5s %-12s %9s %7s %8s %8s\n" prompts batch mode "tok/s" x accept "mean acc"
+for f in "${FILES[@]}"; do
+  for b in $BATCHES; do
+    plain=""
+    for m in "${MODES[@]}"; do
+      # shellcheck disable=SC2046  # the mode's options are words
+      line=$("$BIN" bench -m "$TARGET" -t "$THREADS" --prompt-file "$f" --num-requests $((2 * b)) \
+             --max-num-seqs "$b" --output-len-range "$OUT" $(args_of "$m") 2>/dev/null | tail -1)
+      read -r tps acc mal < <($PY -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["output_tok_per_s"], j["spec_acceptance"], j["spec_mean_accepted"])' "$line")
+      [ -n "$plain" ] || plain=$tps
+      x=$($PY -c "print(f'{$tps / $plain:.2f}')")
+      printf "%-26s %5d %-12s %9.1f %7s %8.3f %8.3f\n" "$(basename "$f")" "$b" "$m" "$tps" "$x" "$acc" "$mal"
+    done
+  done
+done
