@@ -239,6 +239,7 @@ typedef struct inferd_stats {
     uint64_t spec_emitted;       /* tokens those verifications produced (accepted + 1 each) */
     uint64_t spec_switched_off;  /* times a sequence stopped speculating (low acceptance) */
     uint64_t spec_draft_forwards; /* draft model forwards (rounds) */
+    uint64_t spec_device_rows;   /* verification rows drawn on the device (no logits to the host) */
     uint64_t spec_k_hist[17];    /* k chosen per decoding sequence-step (0..16) */
 } inferd_stats;
 

@@ -164,7 +164,7 @@ int cli_bench(int argc, char **argv) {
             if (!b) b = end;
             const int32_t cap = (int32_t)IFD_MAX(1, max_len - ol - 1);
             int32_t *ids = malloc((size_t)cap * sizeof(int32_t));
-            int32_t n = ids ? inferd_tokenize(e, a, (size_t)(b - a), true, false, ids, cap) : 0;
+            int32_t n = ids ? inferd_tokenize(e, a, (size_t)(b - a), true, true, ids, cap) : 0;
             il = IFD_MAX(1, IFD_MIN(n, cap));
             prompts[i] = ids;
             plen[i] = (int32_t)il;

@@ -288,8 +288,11 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
  * fed token and the accepted drafts are committed; the rejected positions leave the
  * KV; then each emitted token goes through seq_take like a plain decode's (stop
  * strings, EOS, max_tokens and logprobs as without speculation: a stop inside the
- * accepted run ends there). */
-static void spec_verify(inferd_engine *e, const sched_entry *en) {
+ * accepted run ends there).
+ * dev: the k + 1 draws already made on the device (rows in order, drawn at counters
+ * rng.ctr + j, with logprobs dev_lp[j] when asked), or NULL: drawn here from e->logits. */
+static void spec_verify(inferd_engine *e, const sched_entry *en, const int32_t *dev,
+                        const backend_logprob *dev_lp) {
     sched_seq *q = en->seq;
     sequence *s = seq_of(q);
     request *r = s->req;
@@ -298,10 +301,15 @@ static void spec_verify(inferd_engine *e, const sched_entry *en) {
     sampler_state *st = s->samp.count ? &s->samp : NULL;
     int32_t n = 0;
     for (int32_t j = 0; j <= k; j++) {
-        const float *row = e->logits + (size_t)(en->logits_first + j) * e->n_vocab;
-        int32_t id = sampler_sample_seq(&r->sparams, st, row, e->n_vocab, &s->rng, &e->scratch);
-        const bool wrong_rule = e->spec.debug_accept_all && j < k; /* tests only */
-        if (wrong_rule) id = q->tokens[base + 1 + j];
+        int32_t id;
+        if (dev) {
+            id = dev[j];
+            s->rng.ctr++; /* as sampler_sample_seq's draw: one counter per emitted token */
+        } else {
+            const float *row = e->logits + (size_t)(en->logits_first + j) * e->n_vocab;
+            id = sampler_sample_seq(&r->sparams, st, row, e->n_vocab, &s->rng, &e->scratch);
+        }
+        if (e->spec.debug_accept_all && j < k) id = q->tokens[base + 1 + j]; /* tests: a wrong rule */
         e->vtok[n++] = id;
         if (st) sampler_state_accept(st, id);
         if (j == k || id != q->tokens[base + 1 + j]) break;
@@ -315,7 +323,10 @@ static void spec_verify(inferd_engine *e, const sched_entry *en) {
     for (int32_t j = 0; j < n; j++) {
         inferd_token_logprob *lp = NULL;
         int32_t n_top = 0;
-        if (r->sp.logprobs >= 0) {
+        if (r->sp.logprobs >= 0 && dev) {
+            lp = (inferd_token_logprob *)(dev_lp + (size_t)j * (1 + BACKEND_SAMPLE_MAX_TOP));
+            n_top = IFD_MIN(r->sp.logprobs, e->n_vocab);
+        } else if (r->sp.logprobs >= 0) {
             const float *row = e->logits + (size_t)(en->logits_first + j) * e->n_vocab;
             lp = e->lp_buf;
             n_top = logprobs_compute(row, e->n_vocab, e->vtok[j], r->sp.logprobs, (logprob_entry *)lp);
@@ -333,7 +344,10 @@ static bool step_samples_on_device(const inferd_engine *e, const sched_plan *p) 
         const sched_entry *en = &p->entries[i];
         if (en->n_logits == 0) continue;
         const request *r = seq_of(en->seq)->req;
-        if (en->n_logits > 1 || (en->seq->all_prompt_logits && r->plp)) return false;
+        /* a verification's rows: on the device unless penalties need the state as it
+         * grows through the drafts */
+        const bool verify = en->seq->n_spec > 0 && !seq_of(en->seq)->samp.count;
+        if ((en->n_logits > 1 && !verify) || (en->seq->all_prompt_logits && r->plp)) return false;
         if (r->sp.logprobs > BACKEND_SAMPLE_MAX_TOP) return false;
         if (r->sparams.n_banned > BACKEND_SAMPLE_MAX_BAN ||
             r->sparams.n_logit_bias > BACKEND_SAMPLE_MAX_BIAS)
@@ -342,39 +356,43 @@ static bool step_samples_on_device(const inferd_engine *e, const sched_plan *p) 
     return true;
 }
 
+/* The device's description of one draw of s from logits row `row` at RNG counter pos. */
+static void fill_row(backend_sample_row *w, const sequence *s, int32_t row, uint64_t pos) {
+    _Static_assert(sizeof(backend_bias) == sizeof(sampler_bias), "bias layout");
+    _Static_assert(sizeof(backend_logprob) == sizeof(inferd_token_logprob), "logprob layout");
+    const request *r = s->req;
+    const sampler_params *sp = &r->sparams;
+    *w = (backend_sample_row){.logits_row = row,
+                              .temperature = sp->temperature,
+                              .top_p = sp->top_p,
+                              .min_p = sp->min_p,
+                              .top_k = sp->top_k,
+                              .repetition_penalty = sp->repetition_penalty,
+                              .presence_penalty = sp->presence_penalty,
+                              .frequency_penalty = sp->frequency_penalty,
+                              .n_logprobs = r->sp.logprobs,
+                              .key = s->rng.key,
+                              .position = pos,
+                              .bias = (const backend_bias *)sp->logit_bias,
+                              .n_bias = sp->n_logit_bias,
+                              .ban = sp->banned,
+                              .n_ban = sp->n_banned};
+    if (s->samp.count) {
+        w->seen = s->samp.seen;
+        w->n_seen = s->samp.n_seen;
+        w->count = s->samp.count;
+    }
+}
+
 /* The draws of this step on the device: one row per advancing sequence, keyed by its
  * RNG (the counter advances as sampler_sample_seq's does), then seq_take. */
 static int advance_on_device(inferd_engine *e, const int32_t *rows_of) {
-    _Static_assert(sizeof(backend_bias) == sizeof(sampler_bias), "bias layout");
-    _Static_assert(sizeof(backend_logprob) == sizeof(inferd_token_logprob), "logprob layout");
     for (int32_t k = 0; k < e->n_adv; k++) {
         sequence *s = e->adv_seq[k];
-        const request *r = s->req;
-        const sampler_params *sp = &r->sparams;
-        backend_sample_row *w = &e->adv_rows[k];
-        *w = (backend_sample_row){.logits_row = rows_of[k],
-                                  .temperature = sp->temperature,
-                                  .top_p = sp->top_p,
-                                  .min_p = sp->min_p,
-                                  .top_k = sp->top_k,
-                                  .repetition_penalty = sp->repetition_penalty,
-                                  .presence_penalty = sp->presence_penalty,
-                                  .frequency_penalty = sp->frequency_penalty,
-                                  .n_logprobs = r->sp.logprobs,
-                                  .key = s->rng.key,
-                                  .position = s->rng.ctr,
-                                  .bias = (const backend_bias *)sp->logit_bias,
-                                  .n_bias = sp->n_logit_bias,
-                                  .ban = sp->banned,
-                                  .n_ban = sp->n_banned};
-        if (s->samp.count) {
-            w->seen = s->samp.seen;
-            w->n_seen = s->samp.n_seen;
-            w->count = s->samp.count;
-        }
+        fill_row(&e->adv_rows[k], s, rows_of[k], s->rng.ctr);
         s->rng.ctr++;
     }
-    const int rc = e->be->ops->sample(e->be, e->adv_rows, e->n_adv, e->adv_tok, e->adv_lp);
+    const int rc = e->n_adv ? e->be->ops->sample(e->be, e->adv_rows, e->n_adv, e->adv_tok, e->adv_lp) : IFD_OK;
     if (rc != IFD_OK) return rc;
     for (int32_t k = 0; k < e->n_adv; k++) {
         sequence *s = e->adv_seq[k];
@@ -386,6 +404,39 @@ static int advance_on_device(inferd_engine *e, const int32_t *rows_of) {
         }
         if (s->samp.count) sampler_state_accept(&s->samp, e->adv_tok[k]);
         seq_take(e, s, e->adv_tok[k], lp, n_top);
+    }
+    return IFD_OK;
+}
+
+/* The verifications of this step on the device (e->ver[0 .. n_ver)): every row of every
+ * entry drawn there (counters rng.ctr + j; no penalty state, which step_samples_on_device
+ * ensures), in calls of at most max_num_seqs rows; only the token ids (and asked
+ * logprobs) come back, then spec_verify as on the host. A failure marks their requests
+ * to fail. */
+static int verify_on_device(inferd_engine *e) {
+    int32_t t = 0;
+    for (int32_t v = 0; v < e->n_ver; v++) {
+        const sched_entry *en = e->ver[v];
+        const sequence *s = seq_of(en->seq);
+        for (int32_t j = 0; j < en->n_logits; j++, t++)
+            fill_row(&e->ver_rows[t], s, en->logits_first + j, s->rng.ctr + (uint64_t)j);
+    }
+    const int32_t S = e->opt.max_num_seqs;
+    e->spec.cnt.spec_device_rows += (uint64_t)t;
+    int rc = IFD_OK;
+    for (int32_t off = 0; off < t && rc == IFD_OK; off += S)
+        rc = e->be->ops->sample(e->be, e->ver_rows + off, IFD_MIN(S, t - off), e->ver_tok + off,
+                                e->ver_lp + (size_t)off * (1 + BACKEND_SAMPLE_MAX_TOP));
+    if (rc != IFD_OK) {
+        for (int32_t v = 0; v < e->n_ver; v++) seq_of(e->ver[v]->seq)->req->abort_requested = true;
+        return rc;
+    }
+    t = 0;
+    for (int32_t v = 0; v < e->n_ver; v++) {
+        const sched_entry *en = e->ver[v];
+        const int32_t rows = en->n_logits;
+        spec_verify(e, en, e->ver_tok + t, e->ver_lp + (size_t)t * (1 + BACKEND_SAMPLE_MAX_TOP));
+        t += rows;
     }
     return IFD_OK;
 }
@@ -414,6 +465,7 @@ static int postprocess(inferd_engine *e) {
     const sched_plan *p = e->plan;
     int32_t *rows_of = e->adv_row;
     e->n_adv = 0;
+    e->n_ver = 0;
 #define ADVANCE(seq, row_index)                                                 \
     do {                                                                        \
         IFD_ASSERT(e->n_adv < e->opt.max_num_seqs);                           \
@@ -424,7 +476,10 @@ static int postprocess(inferd_engine *e) {
         const sched_entry *en = &p->entries[i];
         sched_seq *q = en->seq;
         if (q->n_spec > 0) {
-            spec_verify(e, en);
+            if (e->dev_sample)
+                e->ver[e->n_ver++] = en; /* after the plain draws, all on the device */
+            else
+                spec_verify(e, en, NULL, NULL);
             continue;
         }
         sequence *s = seq_of(q);
@@ -457,7 +512,15 @@ static int postprocess(inferd_engine *e) {
 #undef ADVANCE
     /* the draws (a finish may free a request only once its last advancing choice is
      * taken: every choice of a request that advances here is still live) */
-    if (e->dev_sample) return advance_on_device(e, rows_of);
+    if (e->dev_sample) {
+        const int rc = advance_on_device(e, rows_of);
+        if (rc != IFD_OK) {
+            for (int32_t v = 0; v < e->n_ver; v++) seq_of(e->ver[v]->seq)->req->abort_requested = true;
+            return rc;
+        }
+        e->n_adv = 0; /* taken (some may be freed): a failure below fails the verifications only */
+        return verify_on_device(e);
+    }
     for (int32_t k = 0; k < e->n_adv; k++)
         seq_advance(e, e->adv_seq[k], e->logits + (size_t)rows_of[k] * e->n_vocab);
     return IFD_OK;
@@ -489,6 +552,7 @@ static void update_stats(inferd_engine *e) {
     e->stats.spec_emitted = c->spec_emitted;
     e->stats.spec_switched_off = c->spec_switched_off;
     e->stats.spec_draft_forwards = c->spec_draft_forwards;
+    e->stats.spec_device_rows = c->spec_device_rows;
     memcpy(e->stats.spec_k_hist, c->spec_k_hist, sizeof c->spec_k_hist);
     pthread_mutex_unlock(&e->mu);
 }
@@ -540,7 +604,9 @@ static int engine_step(inferd_engine *e) {
         int rc = runner_execute(e);
         bool sampled = false;
         if (rc == IFD_OK) {
-            sched_cost_observe(&e->cost, p->n_tokens, (ifd_now_s() - now) * 1e3);
+            const double fwd_ms = (ifd_now_s() - now) * 1e3;
+            sched_cost_observe(&e->cost, p->n_tokens, fwd_ms);
+            spec_observe_step(e, p->n_tokens, fwd_ms);
             rc = postprocess(e);
             sampled = true;
         }
@@ -910,6 +976,10 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     e->adv_row = malloc(S * sizeof(int32_t));
     e->adv_rows = malloc(S * sizeof(backend_sample_row));
     e->adv_lp = malloc(S * (1 + BACKEND_SAMPLE_MAX_TOP) * sizeof(backend_logprob));
+    e->ver = malloc(S * sizeof(const sched_entry *));
+    e->ver_rows = malloc(L * sizeof(backend_sample_row));
+    e->ver_tok = malloc(L * sizeof(int32_t));
+    e->ver_lp = malloc(L * (1 + BACKEND_SAMPLE_MAX_TOP) * sizeof(backend_logprob));
     e->piece_cap = detok_piece_cap(e->m->tok);
     e->piece_buf = malloc(e->piece_cap);
     /* one step's text: a piece through the stop matcher (+ its held bytes), then at a
@@ -922,6 +992,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     if (!e->b_tokens || !e->b_pos || !e->b_slot || !e->b_seq_start ||
         !e->b_ctx_len || !e->b_block_table || !e->b_logits_idx || !e->copy_src || !e->copy_dst ||
         !e->logits || !e->lp_buf || !e->adv_seq || !e->adv_tok || !e->adv_row || !e->adv_rows || !e->adv_lp ||
+        !e->ver || !e->ver_rows || !e->ver_tok || !e->ver_lp ||
         !e->piece_buf || !e->text_buf || !e->abort_ids ||
         !e->abort_spare ||
         sampler_scratch_init(&e->scratch, e->n_vocab)) {
@@ -1000,6 +1071,10 @@ void inferd_engine_destroy(inferd_engine *e) {
     free(e->adv_row);
     free(e->adv_rows);
     free(e->adv_lp);
+    free(e->ver);
+    free(e->ver_rows);
+    free(e->ver_tok);
+    free(e->ver_lp);
     free(e->piece_buf);
     free(e->text_buf);
     free(e->abort_ids);

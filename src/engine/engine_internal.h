@@ -96,6 +96,8 @@ typedef struct spec_state {
     /* per-step scratch ([max_num_seqs]) */
     sched_seq **cand;
     int32_t *cap, *k, *src; /* src: 1 n-gram, 2 draft */
+    int32_t *need;          /* the draft's first-round tokens, as the cost model counts them */
+    double f_fwd, f_draft;  /* measured step time over the model's, moving averages */
     int32_t *ngram_buf;     /* [max_num_seqs][K] */
     draft_job *jobs;
     inferd_stats cnt;     /* the spec_* counters */
@@ -132,6 +134,12 @@ struct inferd_engine {
     int32_t *adv_tok;            /* [max_num_seqs] */
     backend_sample_row *adv_rows; /* [max_num_seqs] */
     backend_logprob *adv_lp;     /* [max_num_seqs][1 + BACKEND_SAMPLE_MAX_TOP] */
+    /* this step's verifications drawn on the device (verify_on_device) */
+    const sched_entry **ver;     /* [max_num_seqs] */
+    int32_t n_ver;
+    backend_sample_row *ver_rows; /* [max_logits] */
+    int32_t *ver_tok;            /* [max_logits] */
+    backend_logprob *ver_lp;     /* [max_logits][1 + BACKEND_SAMPLE_MAX_TOP] */
     char *piece_buf;      /* [piece_cap]: one token's text from the detokenizer */
     size_t piece_cap;     /* from the vocabulary's longest token (engine create) */
     char *text_buf;       /* [text_cap]: one step's text of one sequence */
@@ -175,6 +183,8 @@ void spec_deinit(inferd_engine *e);
 int spec_propose(inferd_engine *e);
 /* After a verification of s that proposed k and accepted a. */
 void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a);
+/* After a forward of n_tokens that took ms: the forward cost's correction factor. */
+void spec_observe_step(inferd_engine *e, int32_t n_tokens, double ms);
 /* s is finished: its draft KV goes back. */
 void spec_seq_done(inferd_engine *e, sequence *s);
 

@@ -31,7 +31,8 @@
 #include "engine_internal.h"
 #include "spec.h"
 
-#define SPEC_PRIOR 0.5f    /* the acceptance assumed before any observation */
+#define SPEC_PRIOR 0.6f    /* the acceptance assumed before any observation */
+#define SPEC_PROBE 2       /* drafts a sequence still learning its acceptance always gets */
 #define SPEC_EMA 0.15f     /* weight of one observed draft token */
 #define SPEC_MIN_OBS 8     /* observations before a sequence may be switched off */
 #define SPEC_RETRY 64      /* tokens a switched-off sequence decodes plainly */
@@ -52,8 +53,8 @@ static double cost_at(const double *n, const double *ms, int32_t cnt, double t) 
  * writing KV into the pool's first blocks (nothing lives there yet). */
 static int32_t measure(backend *be, int32_t max_n, int32_t max_logits, int32_t block_size,
                        int32_t n_blocks, int32_t n_vocab, const int32_t *sizes, int32_t n_sizes,
-                       double *out_n, double *out_ms) {
-    const int32_t cap = IFD_MIN(IFD_MIN(max_n, max_logits), n_blocks * block_size);
+                       bool all_rows, double *out_n, double *out_ms) {
+    const int32_t cap = IFD_MIN(all_rows ? IFD_MIN(max_n, max_logits) : max_n, n_blocks * block_size);
     int32_t top = 0;
     for (int32_t i = 0; i < n_sizes; i++)
         if (sizes[i] <= cap) top = IFD_MAX(top, sizes[i]);
@@ -78,8 +79,8 @@ static int32_t measure(backend *be, int32_t max_n, int32_t max_logits, int32_t b
             int32_t seq_start[2] = {0, n}, ctx = n;
             const ifd_batch b = {.n_tokens = n, .token_ids = tok, .positions = pos, .slot_mapping = slot,
                                  .n_seqs = 1, .seq_start = seq_start, .context_len = &ctx,
-                                 .block_table = bt, .max_blocks_per_seq = nb, .n_logits = n,
-                                 .logits_index = li};
+                                 .block_table = bt, .max_blocks_per_seq = nb,
+                                 .n_logits = all_rows ? n : 1, .logits_index = all_rows ? li : li + n - 1};
             double best = 1e30;
             for (int rep = warm ? 0 : -1; rep < 2; rep++) { /* rep -1: the first run warms up */
                 const double t0 = ifd_now_s();
@@ -145,12 +146,14 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
     sp->cap = malloc(S * sizeof(int32_t));
     sp->k = malloc(S * sizeof(int32_t));
     sp->src = malloc(S * sizeof(int32_t));
+    sp->need = malloc(S * sizeof(int32_t));
     sp->ngram_buf = malloc(S * (size_t)sp->K * sizeof(int32_t));
     sp->jobs = malloc(S * sizeof(draft_job));
     e->vtok = malloc((size_t)(sp->K + 1) * sizeof(int32_t));
-    if (!sp->cand || !sp->cap || !sp->k || !sp->src || !sp->ngram_buf || !sp->jobs || !e->vtok)
+    if (!sp->cand || !sp->cap || !sp->k || !sp->src || !sp->need || !sp->ngram_buf || !sp->jobs || !e->vtok)
         return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
     sp->on = true;
+    sp->f_fwd = sp->f_draft = 1.0;
     /* the costs: target forwards of 1 .. K+1 tokens and a few batch sizes beyond, draft
      * rounds of 1 .. max_num_seqs tokens */
     int32_t sizes[24], ns = 0;
@@ -159,13 +162,14 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
     if (K1 > 2) sizes[ns++] = K1;
     sizes[ns++] = 2;
     for (int32_t m = 2 * K1; ns < 20 && m <= 4096; m *= 2) sizes[ns++] = m;
+    /* the target: every row (a verification's); the draft: one row (a round's per sequence) */
     sp->n_cost = measure(e->be, e->opt.max_num_batched_tokens, e->max_logits, e->opt.block_size,
-                         bc->n_blocks, e->n_vocab, sizes, ns, sp->cost_n, sp->cost_ms);
+                         bc->n_blocks, e->n_vocab, sizes, ns, true, sp->cost_n, sp->cost_ms);
     if (sp->d) {
         int32_t ds[12], nd = 0;
-        for (int32_t m = 1; nd < 12 && m <= IFD_MAX(o->max_num_seqs, 2); m *= 2) ds[nd++] = m;
-        sp->n_dcost = measure(sp->d->be, o->max_num_batched_tokens, o->max_num_seqs, o->block_size,
-                              bc->n_blocks, e->n_vocab, ds, nd, sp->dcost_n, sp->dcost_ms);
+        for (int32_t m = 1; nd < 12 && m <= IFD_MAX(2 * o->max_num_seqs, 4); m *= 2) ds[nd++] = m;
+        sp->n_dcost = measure(sp->d->be, o->max_num_batched_tokens, 1, o->block_size, bc->n_blocks,
+                              e->n_vocab, ds, nd, false, sp->dcost_n, sp->dcost_ms);
     }
     char msg[512];
     size_t k = (size_t)snprintf(msg, sizeof msg, "speculative decoding: K %d, %s%s%s, %s; target forward ms",
@@ -188,6 +192,7 @@ void spec_deinit(inferd_engine *e) {
     free(sp->cap);
     free(sp->k);
     free(sp->src);
+    free(sp->need);
     free(sp->ngram_buf);
     free(sp->jobs);
     free(e->vtok);
@@ -205,23 +210,32 @@ static float alpha_of(const sequence *s) { return s->spec_obs > 0 ? s->spec_alph
 
 /* Expected tokens per ms of the step with k[]: sum of 1 + a + ... + a^k over the
  * decodes, over the target forward of all their tokens plus the draft rounds. */
+static double draft_ms(const spec_state *sp, int32_t n) {
+    int32_t L = 0, first = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (sp->src[i] == 2 && sp->k[i] > 0) {
+            L = IFD_MAX(L, sp->k[i]);
+            first += sp->need[i];
+        }
+    double ms = L > 0 ? cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, first) : 0;
+    for (int32_t r = 1; r < L; r++) {
+        int32_t m = 0;
+        for (int32_t i = 0; i < n; i++) m += sp->src[i] == 2 && sp->k[i] > r;
+        ms += cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, m);
+    }
+    return ms;
+}
+
 static double rate(const spec_state *sp, int32_t n) {
     double tokens = 0, fed = 0;
-    int32_t L = 0;
     for (int32_t i = 0; i < n; i++) {
         const double a = alpha_of(seq_of(sp->cand[i]));
         double g = 1, ex = 1;
         for (int32_t j = 0; j < sp->k[i]; j++) ex += (g *= a);
         tokens += ex;
         fed += 1 + sp->k[i];
-        if (sp->src[i] == 2) L = IFD_MAX(L, sp->k[i]);
     }
-    double ms = cost_at(sp->cost_n, sp->cost_ms, sp->n_cost, fed);
-    for (int32_t r = 0; r < L; r++) {
-        int32_t m = 0;
-        for (int32_t i = 0; i < n; i++) m += sp->src[i] == 2 && sp->k[i] > r;
-        ms += cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, m);
-    }
+    const double ms = sp->f_fwd * cost_at(sp->cost_n, sp->cost_ms, sp->n_cost, fed) + sp->f_draft * draft_ms(sp, n);
     return ms > 0 ? tokens / ms : tokens;
 }
 
@@ -256,6 +270,13 @@ static void choose_k(spec_state *sp, int32_t n) {
             sp->k[i]++;
             break;
         }
+    /* exploration: a sequence with fewer than SPEC_MIN_OBS observations gets at least
+     * SPEC_PROBE drafts, or its acceptance would never be measured (a prior that says
+     * "not worth it" is never corrected); the back-off bounds what a bad one costs */
+    for (int32_t i = 0; i < n; i++)
+        if (sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs < SPEC_MIN_OBS)
+            sp->k[i] = IFD_MAX(sp->k[i], IFD_MIN(sp->cap[i], SPEC_PROBE));
+    best = rate(sp, n);
     /* n-gram sequences: one token at a time to the largest expected gain */
     for (;;) {
         int32_t bi = -1;
@@ -396,6 +417,11 @@ int spec_propose(inferd_engine *e) {
         }
         if (cap > 0 && !src && sp->d) src = 2;
         if (!src) cap = 0;
+        /* the draft's first round feeds what it has not seen: in steady state the last
+         * accepted draft and the bonus token (a longer catch-up, e.g. the prompt, is a
+         * one-time cost left out of the choice, or it would never start) */
+        const draft_seq *ds = &s->dseq;
+        sp->need[n] = IFD_MIN(2, IFD_MAX(1, q->n_tokens - (ds->ready ? ds->n_verified : 0)));
         sp->cand[n] = q;
         sp->cap[n] = cap;
         sp->src[n] = src;
@@ -403,7 +429,13 @@ int spec_propose(inferd_engine *e) {
     }
     if (n == 0) return IFD_OK;
     choose_k(sp, n);
-    if (sp->d) run_draft(e, n);
+    if (sp->d) {
+        /* the draft's measured time against the model's: a correction factor */
+        const double pred = draft_ms(sp, n), t0 = ifd_now_s();
+        run_draft(e, n);
+        const double ms = (ifd_now_s() - t0) * 1e3;
+        if (pred > 0) sp->f_draft = 0.9 * sp->f_draft + 0.1 * IFD_MIN(4.0, IFD_MAX(0.25, ms / pred));
+    }
     for (int32_t i = 0; i < n; i++) {
         sched_seq *q = sp->cand[i];
         const int32_t k = sp->k[i];
@@ -416,6 +448,13 @@ int spec_propose(inferd_engine *e) {
         q->n_spec = k;
     }
     return IFD_OK;
+}
+
+void spec_observe_step(inferd_engine *e, int32_t n_tokens, double ms) {
+    spec_state *sp = &e->spec;
+    if (!sp->on || sp->n_cost == 0 || n_tokens < 1) return;
+    const double pred = cost_at(sp->cost_n, sp->cost_ms, sp->n_cost, n_tokens);
+    if (pred > 0) sp->f_fwd = 0.9 * sp->f_fwd + 0.1 * IFD_MIN(4.0, IFD_MAX(0.25, ms / pred));
 }
 
 void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {

@@ -232,7 +232,7 @@ static const cfg_opt OPTS[] = {
      "requests per second, Poisson arrivals (0 = all at once; chunked: one long prompt every 1/rate s, default 2 s)"},
     {"prompt-file", NULL, B, CFG_STR, O(prompt_file), NULL, 0, 0, NULL, false,
      "real prompts instead of random ids: the file's texts, separated by lines '%%', request i "
-     "takes text i mod n (tokenized with BOS; --input-len-range is then unused)"},
+     "takes text i mod n (tokenized with BOS, special tokens spelled in it parsed; --input-len-range is then unused)"},
     {"scenario", NULL, B, CFG_ENUM, O(scenario), "offline", 0, 0, "offline|chunked", false,
      "offline: the request mix above; chunked: 8 long decodes + a stream of 2,000-token prompts"},
     /* ---- perplexity ---- */

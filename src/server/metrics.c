@@ -143,6 +143,8 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
             "Times a sequence stopped speculating for low acceptance.", st->spec_switched_off);
     counter(o, "inferd_spec_decode_draft_forwards_total", "Draft model forwards run.",
             st->spec_draft_forwards);
+    counter(o, "inferd_spec_decode_device_rows_total",
+            "Verification rows drawn on the device (their logits never reach the host).", st->spec_device_rows);
     gauge(o, "inferd_spec_decode_acceptance_ratio", "Accepted over verified draft tokens.",
           st->spec_proposed ? (double)st->spec_accepted / (double)st->spec_proposed : 0.0);
     gauge(o, "inferd_spec_decode_mean_accepted_length", "Accepted draft tokens per verification.",

@@ -65,6 +65,11 @@ if(INFERD_HAVE_EMU)
     set_tests_properties(test_engine_emu_${short} PROPERTIES LABELS "e2e;emu;slow"
       ENVIRONMENT "INFERD_TEST_DEVICE=emu" SKIP_RETURN_CODE 77 TIMEOUT 1200)
   endforeach()
+  # speculative decoding: verification rows drawn by the device sampler, outputs as plain
+  add_test(NAME test_engine_spec_emu_device_verify COMMAND test_engine_spec test_device_verify
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_engine_spec_emu_device_verify PROPERTIES LABELS "e2e;emu;slow"
+    ENVIRONMENT "INFERD_TEST_DEVICE=emu" TIMEOUT 1200)
   # llama.cpp's greedy ids for every shared model (F32, Q8_0, Q4_0, Q4_K_M, the draft),
   # reproduced by the CUDA backend's kernels
   add_test(NAME test_reference_greedy_emu COMMAND test_reference_greedy WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

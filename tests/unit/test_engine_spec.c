@@ -83,7 +83,10 @@ static void opts(inferd_engine_options *o, const spec_cfg *c) {
     inferd_engine_options_default(o);
     o->model_path = TARGET;
     o->threaded = false;
-    o->device = INFERD_DEVICE_CPU;
+    /* INFERD_TEST_DEVICE=emu: the CUDA backend under the SIMT emulation (ctest's
+     * test_engine_spec_emu_*), where verification rows are drawn on the device */
+    const char *d = getenv("INFERD_TEST_DEVICE");
+    o->device = d && !strcmp(d, "emu") ? INFERD_DEVICE_EMU : INFERD_DEVICE_CPU;
     o->max_num_seqs = 16;
     if (c) {
         o->draft_model_path = c->draft;
@@ -327,6 +330,57 @@ static void dist_case(float top_p, float rep) {
 static void test_distribution(void) { dist_case(1.0f, 1.0f); }
 static void test_distribution_top_p_penalty(void) { dist_case(0.9f, 1.3f); }
 
+/* Verification on the device (the CUDA backend under emulation in ctest; the CPU backend
+ * draws on the host): greedy in a batch of 16 and seeded sampling (temperature 1, top-p
+ * 0.9, no penalties) give plain decoding's tokens, and on a backend with a device
+ * sampler every verification row was drawn there. */
+static void test_device_verify(void) {
+    make_prompts();
+    inferd_engine_options o;
+    opts(&o, NULL);
+    const bool device = o.device == INFERD_DEVICE_EMU;
+    CHECK(run(&o, false, R0, NULL));
+    const spec_cfg cfgs[] = {{DRAFT, false, 4, false}, {NULL, true, 8, false}};
+    for (size_t c = 0; c < 2; c++) {
+        opts(&o, &cfgs[c]);
+        inferd_stats st;
+        CHECK(run(&o, false, R1, &st));
+        CHECK(compare(R0, R1, cfgs[c].draft ? "device verify, draft" : "device verify, n-gram") == 0);
+        CHECKF(st.spec_accepted > 0, "accepted %llu", (unsigned long long)st.spec_accepted);
+        if (device)
+            CHECKF(st.spec_device_rows == st.spec_verifications + st.spec_proposed,
+                   "device rows %llu of %llu", (unsigned long long)st.spec_device_rows,
+                   (unsigned long long)(st.spec_verifications + st.spec_proposed));
+        else
+            CHECK(st.spec_device_rows == 0);
+    }
+    /* seeded: 256 runs, same seed, with and without */
+    const spec_cfg c = {DRAFT, false, 4, false};
+    inferd_engine_options o2;
+    result *a = DR[0], *b = DR[1];
+    for (int pass = 0; pass < 2; pass++) {
+        opts(&o2, pass ? &c : NULL);
+        o2.max_num_seqs = 64;
+        char err[512];
+        inferd_engine *e = NULL;
+        CHECKF(inferd_engine_create(&e, &o2, err, sizeof err) == 0, "%s", err);
+        if (!e) return;
+        prompt p = {.max_out = 6};
+        p.n = inferd_tokenize(e, "ROMEO:", 6, true, false, p.ids, 200);
+        result *out = pass ? b : a;
+        memset(out, 0, sizeof(result) * 256);
+        for (int i = 0; i < 256; i++) CHECK(submit(e, &p, &out[i], 1.0f, 77 + (uint64_t)i, 0.9f, 1.0f));
+        drain(e);
+        inferd_stats st;
+        inferd_engine_stats(e, &st);
+        inferd_engine_destroy(e);
+        if (pass && device) CHECK(st.spec_device_rows > 0);
+    }
+    int same = 0;
+    for (int i = 0; i < 256; i++) same += a[i].n == 6 && !memcmp(a[i].ids, b[i].ids, 6 * sizeof(int32_t));
+    CHECKF(same == 256, "%d of 256 seeded runs identical", same);
+}
+
 static void test_vocab_mismatch(void) {
     /* the target as a draft for itself passes; a file with another vocabulary is refused */
     inferd_engine_options o;
@@ -347,4 +401,4 @@ static void test_vocab_mismatch(void) {
 }
 
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
-          T(test_distribution_top_p_penalty), T(test_vocab_mismatch))
+          T(test_distribution_top_p_penalty), T(test_device_verify), T(test_vocab_mismatch))
