@@ -197,6 +197,8 @@ typedef struct inferd_output {
     int32_t prompt_tokens;      /* usage, on every event */
     int32_t completion_tokens;  /* so far, this choice */
     int32_t cached_tokens;      /* prompt tokens served from the prefix cache */
+    int32_t spec_draft_tokens;  /* speculative decoding, this choice so far: drafts verified */
+    int32_t spec_accepted_tokens; /* ... and accepted */
     double queue_s;             /* time from submit to first schedule */
     double ttft_s;              /* time from submit to the first token (0 until then) */
 } inferd_output;

@@ -106,6 +106,8 @@ static void emit(sequence *s, const int32_t *toks, int32_t n_toks,
                        .prompt_tokens = r->n_prompt,
                        .completion_tokens = s->n_generated,
                        .cached_tokens = r->cached_tokens,
+                       .spec_draft_tokens = s->spec_proposed,
+                       .spec_accepted_tokens = s->spec_accepted,
                        .queue_s = r->t_first_sched > 0 ? r->t_first_sched - r->t_submit : 0.0,
                        .ttft_s = r->t_first_token > 0 ? r->t_first_token - r->t_submit : 0.0};
     if (r->sp.prompt_logprobs >= 0 && s->index == 0 && !r->plp_sent) {

@@ -44,7 +44,9 @@ typedef struct sequence {
     float spec_alpha;     /* moving average of the per-token acceptance */
     int32_t spec_obs;     /* draft tokens observed since the last reset */
     int32_t spec_retry_at; /* switched off: n_generated at which it tries again (0: on) */
+    int32_t spec_backoff; /* tokens of its last switch-off (doubles each time) */
     int32_t spec_src;     /* this step's drafts came from: 1 n-gram, 2 the draft model */
+    int32_t spec_proposed, spec_accepted; /* its drafts verified / accepted (output events) */
 } sequence;
 
 static inline sequence *seq_of(sched_seq *q) {
@@ -98,6 +100,7 @@ typedef struct spec_state {
     int32_t *cap, *k, *src; /* src: 1 n-gram, 2 draft */
     int32_t *need;          /* the draft's first-round tokens, as the cost model counts them */
     double f_fwd, f_draft;  /* measured step time over the model's, moving averages */
+    bool optimistic;        /* choose_k's gate is being evaluated */
     int32_t *ngram_buf;     /* [max_num_seqs][K] */
     draft_job *jobs;
     inferd_stats cnt;     /* the spec_* counters */

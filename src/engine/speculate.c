@@ -21,7 +21,11 @@
  * maximizes expected tokens per predicted step time, so no choice falls below plain
  * decoding by the model's own numbers, and k = 0 everywhere runs a plain step (no draft
  * forward, no extra rows). A sequence whose acceptance falls below min_acceptance stops
- * for SPEC_RETRY tokens, then starts over from the prior. */
+ * for SPEC_RETRY tokens (doubling each time), then starts over from the prior. A
+ * sequence not yet measured gets SPEC_PROBE drafts so that its acceptance is learnt,
+ * but only where a gate says speculation could pay at all this step (an optimistic
+ * acceptance, SPEC_GATE_ALPHA, must promise SPEC_GATE_GAIN): on a machine where a
+ * verification or a draft round costs too much, no step pays for exploration. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +36,14 @@
 #include "spec.h"
 
 #define SPEC_PRIOR 0.6f    /* the acceptance assumed before any observation */
-#define SPEC_PROBE 2       /* drafts a sequence still learning its acceptance always gets */
+#define SPEC_PROBE 1       /* drafts a sequence still learning its acceptance always gets */
+#define SPEC_GATE_ALPHA 0.8f /* the gate's acceptance for sequences not yet measured */
+#define SPEC_GATE_GAIN 1.1   /* speculation runs only where it could gain this much */
 #define SPEC_EMA 0.15f     /* weight of one observed draft token */
-#define SPEC_MIN_OBS 8     /* observations before a sequence may be switched off */
-#define SPEC_RETRY 64      /* tokens a switched-off sequence decodes plainly */
+#define SPEC_MIN_OBS 6     /* observations before a sequence may be switched off */
+#define SPEC_RETRY 128     /* tokens a switched-off sequence decodes plainly (doubling, to
+                              SPEC_RETRY_MAX, each time it is switched off again) */
+#define SPEC_RETRY_MAX 2048
 #define SPEC_CAL_MS 400.0  /* time the start-up cost measurement may take, each model */
 
 /* ---- cost tables ----------------------------------------------------------------------- */
@@ -158,10 +166,13 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
      * rounds of 1 .. max_num_seqs tokens */
     int32_t sizes[24], ns = 0;
     const int32_t K1 = sp->K + 1;
+    /* in order of importance (the time cap may end the list): a decode, a verification
+     * of K, the batch sizes beyond, then the verifications of 2 .. K-1 */
     sizes[ns++] = 1;
     if (K1 > 2) sizes[ns++] = K1;
     sizes[ns++] = 2;
-    for (int32_t m = 2 * K1; ns < 20 && m <= 4096; m *= 2) sizes[ns++] = m;
+    for (int32_t m = 2 * K1; ns < 14 && m <= 4096; m *= 2) sizes[ns++] = m;
+    for (int32_t m = 3; m < K1 && ns < 24; m++) sizes[ns++] = m;
     /* the target: every row (a verification's); the draft: one row (a round's per sequence) */
     sp->n_cost = measure(e->be, e->opt.max_num_batched_tokens, e->max_logits, e->opt.block_size,
                          bc->n_blocks, e->n_vocab, sizes, ns, true, sp->cost_n, sp->cost_ms);
@@ -206,7 +217,12 @@ void spec_seq_done(inferd_engine *e, sequence *s) {
 
 /* ---- choosing k ------------------------------------------------------------------------ */
 
-static float alpha_of(const sequence *s) { return s->spec_obs > 0 ? s->spec_alpha : SPEC_PRIOR; }
+/* sp->optimistic (the gate): an acceptance not yet measured counts as SPEC_GATE_ALPHA */
+static float alpha_of(const spec_state *sp, const sequence *s) {
+    if (s->spec_obs >= SPEC_MIN_OBS) return s->spec_alpha;
+    if (sp->optimistic) return SPEC_GATE_ALPHA;
+    return s->spec_obs > 0 ? s->spec_alpha : SPEC_PRIOR;
+}
 
 /* Expected tokens per ms of the step with k[]: sum of 1 + a + ... + a^k over the
  * decodes, over the target forward of all their tokens plus the draft rounds. */
@@ -229,7 +245,7 @@ static double draft_ms(const spec_state *sp, int32_t n) {
 static double rate(const spec_state *sp, int32_t n) {
     double tokens = 0, fed = 0;
     for (int32_t i = 0; i < n; i++) {
-        const double a = alpha_of(seq_of(sp->cand[i]));
+        const double a = alpha_of(sp, seq_of(sp->cand[i]));
         double g = 1, ex = 1;
         for (int32_t j = 0; j < sp->k[i]; j++) ex += (g *= a);
         tokens += ex;
@@ -239,14 +255,13 @@ static double rate(const spec_state *sp, int32_t n) {
     return ms > 0 ? tokens / ms : tokens;
 }
 
-static void choose_k(spec_state *sp, int32_t n) {
-    if (!sp->adaptive) {
-        for (int32_t i = 0; i < n; i++) sp->k[i] = sp->cap[i];
-        return;
-    }
+/* The k[] that maximizes rate(): the draft-model sequences at one level for all (their
+ * rounds are shared), then each trimmed; the n-gram ones one token at a time to the
+ * largest expected gain (probe: sequences still learning get SPEC_PROBE drafts first).
+ * Returns the rate reached. */
+static double optimize(spec_state *sp, int32_t n, bool probe) {
     for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
     double best = rate(sp, n);
-    /* draft-model sequences: one level for all (rounds are shared), then each trimmed */
     int32_t bestL = 0;
     for (int32_t L = 1; L <= sp->K; L++) {
         for (int32_t i = 0; i < n; i++)
@@ -270,20 +285,20 @@ static void choose_k(spec_state *sp, int32_t n) {
             sp->k[i]++;
             break;
         }
-    /* exploration: a sequence with fewer than SPEC_MIN_OBS observations gets at least
-     * SPEC_PROBE drafts, or its acceptance would never be measured (a prior that says
-     * "not worth it" is never corrected); the back-off bounds what a bad one costs */
-    for (int32_t i = 0; i < n; i++)
-        if (sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs < SPEC_MIN_OBS)
-            sp->k[i] = IFD_MAX(sp->k[i], IFD_MIN(sp->cap[i], SPEC_PROBE));
-    best = rate(sp, n);
-    /* n-gram sequences: one token at a time to the largest expected gain */
+    if (probe) {
+        /* exploration: a sequence with fewer than SPEC_MIN_OBS observations gets at
+         * least SPEC_PROBE drafts, or its acceptance would never be measured */
+        for (int32_t i = 0; i < n; i++)
+            if (sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs < SPEC_MIN_OBS)
+                sp->k[i] = IFD_MAX(sp->k[i], IFD_MIN(sp->cap[i], SPEC_PROBE));
+        best = rate(sp, n);
+    }
     for (;;) {
         int32_t bi = -1;
         double bg = -1;
         for (int32_t i = 0; i < n; i++) {
             if (sp->src[i] != 1 || sp->k[i] >= sp->cap[i]) continue;
-            const double g = pow(alpha_of(seq_of(sp->cand[i])), sp->k[i] + 1);
+            const double g = pow(alpha_of(sp, seq_of(sp->cand[i])), sp->k[i] + 1);
             if (g > bg) {
                 bg = g;
                 bi = i;
@@ -298,6 +313,27 @@ static void choose_k(spec_state *sp, int32_t n) {
         }
         best = r;
     }
+    return best;
+}
+
+static void choose_k(spec_state *sp, int32_t n) {
+    if (!sp->adaptive) {
+        for (int32_t i = 0; i < n; i++) sp->k[i] = sp->cap[i];
+        return;
+    }
+    /* The gate: could speculation pay in this step at all, with every acceptance not yet
+     * measured taken as SPEC_GATE_ALPHA? Unless by SPEC_GATE_GAIN, nobody speculates
+     * and nobody probes: on a machine where a verification or a draft round costs too
+     * much (measured), the step stays a plain one instead of paying for exploration. */
+    for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
+    sp->optimistic = true;
+    const double plain = rate(sp, n), best = optimize(sp, n, false);
+    sp->optimistic = false;
+    if (!(best > plain * SPEC_GATE_GAIN)) {
+        for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
+        return;
+    }
+    optimize(sp, n, true);
 }
 
 /* ---- proposing ------------------------------------------------------------------------- */
@@ -343,6 +379,13 @@ static void run_draft(inferd_engine *e, int32_t n) {
     if (nj == 0) return;
     int rc = draft_run(d, jobs, nj);
     sp->cnt.spec_draft_forwards++;
+    bool short_of_blocks = false;
+    for (int32_t j = 0; j < nj; j++) short_of_blocks |= rc == IFD_OK && jobs[j].failed;
+    if (short_of_blocks) {
+        /* the draft's pool is full: the waiting (preempted) sequences give theirs back
+         * (they catch up again when they run), so the running ones get blocks next step */
+        for (sched_seq *q = e->sch.waiting.head; q; q = q->next) draft_seq_clear(d, &seq_of(q)->dseq);
+    }
     int32_t *got = sp->src; /* from here: src 2 -> drafts so far + 2 (kept >= 2) */
     for (int32_t j = 0; j < nj; j++) {
         const int32_t i = who[j];
@@ -463,13 +506,16 @@ void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {
     sp->cnt.spec_proposed += (uint64_t)k;
     sp->cnt.spec_accepted += (uint64_t)a;
     sp->cnt.spec_emitted += (uint64_t)a + 1;
-    float al = alpha_of(s);
+    s->spec_proposed += k;
+    s->spec_accepted += a;
+    float al = alpha_of(sp, s);
     for (int32_t j = 0; j < a; j++) al += SPEC_EMA * (1.0f - al);
     if (a < k) al *= 1.0f - SPEC_EMA;
     s->spec_alpha = al;
     s->spec_obs += a + (a < k);
     if (sp->adaptive && s->spec_obs >= SPEC_MIN_OBS && al < sp->min_acceptance) {
-        s->spec_retry_at = s->n_generated + a + 1 + SPEC_RETRY;
+        s->spec_backoff = s->spec_backoff ? IFD_MIN(2 * s->spec_backoff, SPEC_RETRY_MAX) : SPEC_RETRY;
+        s->spec_retry_at = s->n_generated + a + 1 + s->spec_backoff;
         sp->cnt.spec_switched_off++;
     }
     if (sp->d && s->spec_src == 2) {

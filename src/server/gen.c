@@ -221,6 +221,8 @@ static void on_output(const inferd_output *o, void *user) {
         }
         choice_append(ch, o);
         ch->completion_tokens = o->completion_tokens;
+        ch->spec_draft_tokens = o->spec_draft_tokens;
+        ch->spec_accepted_tokens = o->spec_accepted_tokens;
         if (o->finished && !ch->finished) {
             ch->finished = true;
             ch->finish = o->finish_reason;

@@ -30,6 +30,7 @@ typedef struct gen_choice {
     inferd_token_logprob *lp;  /* [n_tokens][1 + n_top] when logprobs were asked for */
     int32_t n_tokens, cap_tokens, n_top;
     int32_t completion_tokens;
+    int32_t spec_draft_tokens, spec_accepted_tokens; /* speculative decoding (request log) */
     bool finished;
     inferd_finish_reason finish;
     double t_last; /* time of the last token (inter-token latency) */

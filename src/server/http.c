@@ -758,6 +758,8 @@ static void on_done(void *app, httpd_conn *c, void *user, httpd_done why_done) {
         for (int32_t i = 0; i < g->n_choices; i++) {
             gen_choice *ch = &g->choices[i];
             L.completion_tokens += ch->completion_tokens;
+            L.spec_draft_tokens += ch->spec_draft_tokens;
+            L.spec_accepted_tokens += ch->spec_accepted_tokens;
             bool tc = false;
             if (g->req.tools && ch->finished && ch->finish == INFERD_FINISH_STOP) {
                 tool_calls t;

@@ -80,6 +80,9 @@ void slog_request(const req_log *r) {
                         "\"completion_tokens\":%d,\"cached_tokens\":%d",
                     (int)r->n_prompts, (int)r->n_choices, (int)r->prompt_tokens,
                     (int)r->completion_tokens, (int)r->cached_tokens);
+        if (r->spec_draft_tokens > 0)
+            sbuf_printf(&b, ",\"spec_draft_tokens\":%d,\"spec_accepted_tokens\":%d",
+                        (int)r->spec_draft_tokens, (int)r->spec_accepted_tokens);
         field_num(&b, "queue_s", r->queue_s);
         field_num(&b, "ttft_s", r->ttft_s);
     }

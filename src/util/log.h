@@ -25,6 +25,7 @@ typedef struct req_log {
     const char *abort_reason;  /* NULL unless aborted */
     const char *error_code;    /* the error's code when status >= 400 */
     int32_t n_prompts, prompt_tokens, completion_tokens, cached_tokens, n_choices;
+    int32_t spec_draft_tokens, spec_accepted_tokens; /* speculative decoding; 0: none */
     double queue_s, ttft_s, total_s; /* negative: unknown */
     const char *prompt;              /* only with --log-prompts */
     size_t prompt_bytes;

@@ -2,8 +2,10 @@
 # tests/gpu/run.sh — the one script for a GPU host (issue 9): builds with CUDA for sm_90
 # only, runs every kernel test natively (tests/cuda/test_*.cu -> gpu_test_*), runs greedy
 # generation on the Shakespeare models on the GPU and on the CPU backend and compares the
-# tokens (f32 KV on both; then each KV dtype's first 16 tokens), runs the GPU benchmarks
-# (device copy bandwidth; batch-1 decode of random llama3-8b weights in BF16 / Q4_0 / Q4_K
+# tokens (f32 KV on both; then each KV dtype's first 16 tokens), speculative decoding on
+# the device (test_engine_spec's device verification; greedy with a draft = plain), the
+# GPU benchmarks (a verification's cost for k = 1..8 drafts against one decode step;
+# device copy bandwidth; batch-1 decode of random llama3-8b weights in BF16 / Q4_0 / Q4_K
 # and quantized on load to INT8 / INT4-g128; output tok/s at 64 and 256 concurrent
 # requests), and prints one summary table. Budget: under 8 minutes on an H200.
 #
@@ -65,7 +67,7 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DINFERD_CUDA=ON -DINFERD_GPU_TEST
   -DCJSON_INCLUDE_DIR="$PREFIX/usr/include" -DCJSON_LIBRARY="$LIBDIR/libcjson.so" \
   -DUV_INCLUDE_DIR="$PREFIX/usr/include" -DUV_LIBRARY="$LIBDIR/libuv.so" >"$LOG/configure.log" 2>&1 \
   || { tail -30 "$LOG/configure.log"; exit 1; }
-TARGETS=(inferd gpu_membw)
+TARGETS=(inferd gpu_membw test_engine_spec)
 for t in tests/cuda/test_*.cu; do TARGETS+=("gpu_$(basename "$t" .cu)"); done
 if cmake --build "$B" -j "$(nproc)" --target "${TARGETS[@]}" >"$LOG/build.log" 2>&1; then
   row "build (sm_90)" ok "$(elapsed)"
@@ -104,6 +106,19 @@ for kd in f16 bf16 int8 fp8; do
   row "greedy kv $kd (16 tokens)" "$r" "$(echo "$a" | wc -w) tokens"
 done
 
+# ---- 4b. speculative decoding on the GPU (issue 11) -------------------------------------
+# verification rows drawn by the device sampler: greedy and seeded output as plain decoding
+s=$(date +%s.%N)
+if INFERD_TEST_DEVICE=cuda timeout 300 "$B/test_engine_spec" test_device_verify >"$LOG/spec-device.log" 2>&1; then r=ok
+else r=FAIL; FAILS=$((FAILS+1)); fi
+row "speculative: verify on the device" $r "$(tail -1 "$LOG/spec-device.log") ($(python3 -c "print(f'{$(date +%s.%N)-$s:.1f}s')"))"
+m=$ASSETS/models/shakespeare-target.gguf
+a=$("$B/inferd" generate -m "$m" -p "ROMEO:" -n 64 --temp 0 --ids --device cuda 2>"$LOG/spec-e2e.err")
+b=$("$B/inferd" generate -m "$m" -p "ROMEO:" -n 64 --temp 0 --ids --device cuda \
+    --draft-model "$ASSETS/models/shakespeare-draft.gguf" --no-speculative-adaptive 2>>"$LOG/spec-e2e.err")
+if [ -n "$a" ] && [ "$a" = "$b" ]; then r=same; else r=DIFF; FAILS=$((FAILS+1)); fi
+row "speculative: greedy, draft K=4 vs plain (cuda)" "$r" "$(echo "$a" | wc -w) tokens"
+
 # ---- 5. benchmarks -----------------------------------------------------------------------
 BW=$("$B/gpu_membw" 4096 2>"$LOG/membw.err")
 COPY=$(echo "$BW" | python3 -c 'import json,sys; print(json.load(sys.stdin)["copy_gbps"])' 2>/dev/null || echo 0)
@@ -125,6 +140,17 @@ if [ "${GPU_QUICK:-0}" != 1 ]; then
     j=$(bench "b1-$q" bf16 1 128 256 1 --quantize $q)
     row "llama3-8b bf16 --quantize $q batch-1 decode" "$(echo "$j" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(1000.0 / d["tpot_ms_p50"], 1) if d.get("tpot_ms_p50") else "?")' 2>/dev/null || echo '?')" "tok/s  (bench-b1-$q.log: weight_bytes)"
   done
+  # issue 11: a verification of k drafts against one decode step (startup measurement)
+  "$B/inferd" bench --device cuda --random-weights llama3-8b --dtype bf16 --speculative-ngram \
+    --num-speculative-tokens 8 --num-requests 1 --input-len-range 8 --output-len-range 2 \
+    >"$LOG/bench-verify-cost.log" 2>&1
+  row "llama3-8b verify cost t(1+k)/t(1), k=1..8" "$(python3 - "$LOG/bench-verify-cost.log" <<'PY'
+import re, sys
+m = re.search(r"target forward ms ([0-9.: ]+)", open(sys.argv[1]).read())
+d = dict((int(float(a)), float(b)) for a, b in (p.split(":") for p in m.group(1).split())) if m else {}
+print(" ".join(f"{d[k + 1] / d[1]:.2f}" if k + 1 in d and 1 in d else "?" for k in range(1, 9)))
+PY
+)" "(bench-verify-cost.log)"
   for c in 64 256; do
     j=$(bench "c$c" bf16 $c 128 512 $c)
     row "llama3-8b bf16 $c concurrent (128 in, 512 out)" "$(echo "$j" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["output_tok_per_s"], 1))' 2>/dev/null || echo '?')" "output tok/s"

@@ -66,6 +66,9 @@ def test_serve_metrics(shared_models):
                            "stop": [want[10:14]]})
         assert st == 200 and body["choices"][0]["finish_reason"] == "stop"
         assert body["choices"][0]["text"] == want[:want.index(want[10:14])]
+        logs = [l for l in s.log_lines() if l.get("path") == "/v1/completions"]
+        assert logs and all(l.get("spec_draft_tokens", 0) > 0 for l in logs), logs
+        assert all(0 <= l["spec_accepted_tokens"] <= l["spec_draft_tokens"] for l in logs)
         m = s.metrics()
         assert m["inferd_spec_decode_num_draft_tokens_total"] > 0
         assert 0 < m["inferd_spec_decode_num_accepted_tokens_total"] <= m["inferd_spec_decode_num_draft_tokens_total"]

@@ -86,7 +86,9 @@ static void opts(inferd_engine_options *o, const spec_cfg *c) {
     /* INFERD_TEST_DEVICE=emu: the CUDA backend under the SIMT emulation (ctest's
      * test_engine_spec_emu_*), where verification rows are drawn on the device */
     const char *d = getenv("INFERD_TEST_DEVICE");
-    o->device = d && !strcmp(d, "emu") ? INFERD_DEVICE_EMU : INFERD_DEVICE_CPU;
+    o->device = d && !strcmp(d, "emu")    ? INFERD_DEVICE_EMU
+                : d && !strcmp(d, "cuda") ? INFERD_DEVICE_CUDA
+                                          : INFERD_DEVICE_CPU;
     o->max_num_seqs = 16;
     if (c) {
         o->draft_model_path = c->draft;
@@ -338,7 +340,7 @@ static void test_device_verify(void) {
     make_prompts();
     inferd_engine_options o;
     opts(&o, NULL);
-    const bool device = o.device == INFERD_DEVICE_EMU;
+    const bool device = o.device != INFERD_DEVICE_CPU;
     CHECK(run(&o, false, R0, NULL));
     const spec_cfg cfgs[] = {{DRAFT, false, 4, false}, {NULL, true, 8, false}};
     for (size_t c = 0; c < 2; c++) {
