@@ -290,8 +290,10 @@ static void matmul_batch_invariance(int64_t rows, int64_t rows2, bool prepare) {
             float *alone = malloc(rows * sizeof(float)), *out = malloc((size_t)64 * rows * sizeof(float));
             float *out2 = malloc((size_t)64 * rows2 * sizeof(float));
             op_matmul(c, alone, probe, &w, 1);
-            const int32_t Ts[] = {7, 64}, at[] = {3, 50};
-            for (int k = 0; k < 2; k++) {
+            /* 5 and 13: the probe in a remainder tile (narrower than the type's token
+             * tile: one body call of that width, which must give its rows' bits) */
+            const int32_t Ts[] = {7, 64, 5, 13}, at[] = {3, 50, 4, 12};
+            for (int k = 0; k < 4; k++) {
                 memcpy(x + (size_t)at[k] * K, probe, (size_t)K * sizeof(float));
                 op_matmul(c, out, x, &w, Ts[k]);
                 CHECKF(memcmp(out + (size_t)at[k] * rows, alone, rows * sizeof(float)) == 0,

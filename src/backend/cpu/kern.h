@@ -150,4 +150,22 @@ void kern_gemm_rows_packed(const kern_table *k, const wmat *w, const uint8_t *pk
                            int64_t r1, const void *act, size_t act_stride, int32_t nt,
                            float *out, size_t out_stride);
 
+/* The last r < NTILE (<= 8) tokens of a packed group in one body call of that width:
+ * each token's lanes see the same sequence of operations whatever the tile's width, so
+ * the bits are those of one token at a time, but the group's weights are decoded once
+ * instead of once per token (a 5-token verification is not 5 single-token passes).
+ * BODY_R(width, ...) is the body at a compile-time width; widths >= NTILE never occur
+ * (they map to 1 so that no wider instance is built). */
+#define KERN_REM(BODY_R, NTILE, r, ...)                                                       \
+    switch (r) {                                                                               \
+    case 1: BODY_R(1, __VA_ARGS__); break;                                                     \
+    case 2: BODY_R((2 < (NTILE) ? 2 : 1), __VA_ARGS__); break;                                 \
+    case 3: BODY_R((3 < (NTILE) ? 3 : 1), __VA_ARGS__); break;                                 \
+    case 4: BODY_R((4 < (NTILE) ? 4 : 1), __VA_ARGS__); break;                                 \
+    case 5: BODY_R((5 < (NTILE) ? 5 : 1), __VA_ARGS__); break;                                 \
+    case 6: BODY_R((6 < (NTILE) ? 6 : 1), __VA_ARGS__); break;                                 \
+    case 7: BODY_R((7 < (NTILE) ? 7 : 1), __VA_ARGS__); break;                                 \
+    default: break;                                                                            \
+    }
+
 #endif

@@ -874,8 +874,9 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
     for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 
-/* Groups in order; per group the full token tiles, then the rest one token at a time
- * (the same per-lane sequence). */
+/* Groups in order; per group the full token tiles, then the rest in one narrower tile
+ * (KERN_REM: the same per-lane sequence). */
+#define P2_A8_R(r, ...) p2_a8_body((r), __VA_ARGS__)
 #define P2_GEMM(NAME, T)                                                                       \
     static void NAME(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as, \
                      int64_t K, float *out, size_t os, int32_t nt) {                          \
@@ -885,8 +886,9 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
             int32_t j = 0;                                                                     \
             for (; j + P2_NT <= nt; j += P2_NT)                                                \
                 p2_a8_body(P2_NT, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os, j == 0); \
-            for (; j < nt; j++)                                                                \
-                p2_a8_body(1, T, gp, act + (size_t)j * as, as, K / 32, og + (size_t)j * os, os, j == 0); \
+            if (j < nt)                                                                        \
+                KERN_REM(P2_A8_R, P2_NT, nt - j, T, gp, act + (size_t)j * as, as, K / 32,      \
+                         og + (size_t)j * os, os, j == 0)                                      \
         }                                                                                      \
     }
 P2_GEMM(p2_gemm_q4_0, GGML_TYPE_Q4_0)
@@ -1123,8 +1125,9 @@ AI void g2_body_dec(const int NG, ggml_type t, const uint8_t *grp, size_t gb, co
     for (int r = 0; r < NG; r++) _mm256_storeu_ps(out + 8 * r, acc[r]);
 }
 
-/* Groups in order; per group the full token tiles, then the rest one token at a time
+/* Groups in order; per group the full token tiles, then the rest in one narrower tile
  * (decode: G2_DEC groups at a time). */
+#define G2_R(r, ...) g2_body((r), __VA_ARGS__)
 #define G2_FNS(name, T)                                                                        \
     static size_t p2_gb_##name(int64_t K) {                                                    \
         return g2_gb(T, K);                                                                    \
@@ -1144,8 +1147,9 @@ AI void g2_body_dec(const int NG, ggml_type t, const uint8_t *grp, size_t gb, co
             int32_t j = 0;                                                                     \
             for (; j + G2_NT <= nt; j += G2_NT)                                                \
                 g2_body(G2_NT, T, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0); \
-            for (; j < nt; j++)                                                                \
-                g2_body(1, T, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0); \
+            if (j < nt)                                                                        \
+                KERN_REM(G2_R, G2_NT, nt - j, T, gp, act + (size_t)j * as, as, K,              \
+                         og + (size_t)j * os, os, j == 0)                                      \
         }                                                                                      \
     }
 G2_FNS(i8_g64, IFD_TYPE_I8_G64)
@@ -1240,6 +1244,7 @@ AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
     for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 
+#define P2_Q4K_BODY_R(r, ...) p2_q4k_body((r), __VA_ARGS__)
 static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
                          int64_t K, float *out, size_t os, int32_t nt) {
     for (int64_t g = 0; g < ng; g++) {
@@ -1248,7 +1253,9 @@ static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
         int32_t j = 0;
         for (; j + P2_KNT <= nt; j += P2_KNT)
             p2_q4k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
-        for (; j < nt; j++) p2_q4k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        if (j < nt)
+            KERN_REM(P2_Q4K_BODY_R, P2_KNT, nt - j, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os,
+                     j == 0)
     }
 }
 
@@ -1362,6 +1369,7 @@ AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
     for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 
+#define P2_Q6K_BODY_R(r, ...) p2_q6k_body((r), __VA_ARGS__)
 static void p2_gemm_q6_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
                          int64_t K, float *out, size_t os, int32_t nt) {
     for (int64_t g = 0; g < ng; g++) {
@@ -1370,7 +1378,9 @@ static void p2_gemm_q6_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
         int32_t j = 0;
         for (; j + P2_6NT <= nt; j += P2_6NT)
             p2_q6k_body(P2_6NT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
-        for (; j < nt; j++) p2_q6k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        if (j < nt)
+            KERN_REM(P2_Q6K_BODY_R, P2_6NT, nt - j, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os,
+                     j == 0)
     }
 }
 
@@ -1473,6 +1483,7 @@ AI void p2_q5k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
     for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 
+#define P2_Q5K_BODY_R(r, ...) p2_q5k_body((r), __VA_ARGS__)
 static void p2_gemm_q5_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
                          int64_t K, float *out, size_t os, int32_t nt) {
     for (int64_t g = 0; g < ng; g++) {
@@ -1481,7 +1492,9 @@ static void p2_gemm_q5_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
         int32_t j = 0;
         for (; j + P2_KNT <= nt; j += P2_KNT)
             p2_q5k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
-        for (; j < nt; j++) p2_q5k_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        if (j < nt)
+            KERN_REM(P2_Q5K_BODY_R, P2_KNT, nt - j, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os,
+                     j == 0)
     }
 }
 /* ---- end packed Q5_K -------------------------------------------------------------------- */
@@ -1553,6 +1566,7 @@ AI void p2_iq4xs_body(const int NT, const uint8_t *grp, const uint8_t *act, size
     for (int j = 0; j < NT; j++) _mm256_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 
+#define P2_IQ4XS_BODY_R(r, ...) p2_iq4xs_body((r), __VA_ARGS__)
 static void p2_gemm_iq4_xs(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as,
                            int64_t K, float *out, size_t os, int32_t nt) {
     for (int64_t g = 0; g < ng; g++) {
@@ -1561,7 +1575,9 @@ static void p2_gemm_iq4_xs(const uint8_t *grp, size_t gb, int64_t ng, const uint
         int32_t j = 0;
         for (; j + P2_XNT <= nt; j += P2_XNT)
             p2_iq4xs_body(P2_XNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
-        for (; j < nt; j++) p2_iq4xs_body(1, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        if (j < nt)
+            KERN_REM(P2_IQ4XS_BODY_R, P2_XNT, nt - j, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os,
+                     j == 0)
     }
 }
 /* ---- end packed IQ4_XS ------------------------------------------------------------------ */

@@ -980,35 +980,37 @@ AI void pk_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
     for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 
-/* Groups in order; per group the full token tiles, then the rest one token at a time
+/* Groups in order; per group the full token tiles, then the rest in one narrower tile
  * (the same per-lane sequence). */
-#define PK_GEMM(NAME, BODY_NT, BODY_1, NTILE)                                                 \
+#define PK_GEMM(NAME, BODY_NT, BODY_R, NTILE)                                                 \
     static void NAME(const uint8_t *grp, size_t gb, int64_t ng, const uint8_t *act, size_t as, \
                      int64_t K, float *out, size_t os, int32_t nt) {                          \
+        _Static_assert((NTILE) <= 8, "KERN_REM covers remainders up to 7");                      \
         for (int64_t g = 0; g < ng; g++) {                                                     \
             const uint8_t *gp = grp + (size_t)g * gb;                                          \
             float *og = out + (size_t)g * PK_NR;                                               \
             int32_t j = 0;                                                                     \
             for (; j + (NTILE) <= nt; j += (NTILE))                                            \
                 BODY_NT(gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0);      \
-            for (; j < nt; j++)                                                                \
-                BODY_1(gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0);       \
+            if (j < nt)                                                                        \
+                KERN_REM(BODY_R, NTILE, nt - j, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, \
+                       os, j == 0)                                                             \
         }                                                                                      \
     }
 #define PK_Q8_NT(g, a, as, K, o, os, pf) pk_a8_body(PK_NT, GGML_TYPE_Q8_0, g, a, as, (K) / 32, o, os, pf)
-#define PK_Q8_1(g, a, as, K, o, os, pf) pk_a8_body(1, GGML_TYPE_Q8_0, g, a, as, (K) / 32, o, os, pf)
+#define PK_Q8_R(r, g, a, as, K, o, os, pf) pk_a8_body((r), GGML_TYPE_Q8_0, g, a, as, (K) / 32, o, os, pf)
 #define PK_Q4_NT(g, a, as, K, o, os, pf) pk_a8_body(PK_NT, GGML_TYPE_Q4_0, g, a, as, (K) / 32, o, os, pf)
-#define PK_Q4_1(g, a, as, K, o, os, pf) pk_a8_body(1, GGML_TYPE_Q4_0, g, a, as, (K) / 32, o, os, pf)
+#define PK_Q4_R(r, g, a, as, K, o, os, pf) pk_a8_body((r), GGML_TYPE_Q4_0, g, a, as, (K) / 32, o, os, pf)
 #define PK_Q4K_NT(g, a, as, K, o, os, pf) pk_q4k_body(PK_KNT, g, a, as, (K) / QK_K, o, os, pf)
-#define PK_Q4K_1(g, a, as, K, o, os, pf) pk_q4k_body(1, g, a, as, (K) / QK_K, o, os, pf)
-PK_GEMM(pk_gemm_q8_0, PK_Q8_NT, PK_Q8_1, PK_NT)
-PK_GEMM(pk_gemm_q4_0, PK_Q4_NT, PK_Q4_1, PK_NT)
-PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_1, PK_KNT)
+#define PK_Q4K_R(r, g, a, as, K, o, os, pf) pk_q4k_body((r), g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_q8_0, PK_Q8_NT, PK_Q8_R, PK_NT)
+PK_GEMM(pk_gemm_q4_0, PK_Q4_NT, PK_Q4_R, PK_NT)
+PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_R, PK_KNT)
 /* 32-element block family: IQ4_NL packs byte for byte as Q4_0 (same block layout: f16 d,
  * 16 nibble bytes), its body adds the table lookup (pk_nl_val). */
 #define PK_NL_NT(g, a, as, K, o, os, pf) pk_a8_body(PK_NT, GGML_TYPE_IQ4_NL, g, a, as, (K) / 32, o, os, pf)
-#define PK_NL_1(g, a, as, K, o, os, pf) pk_a8_body(1, GGML_TYPE_IQ4_NL, g, a, as, (K) / 32, o, os, pf)
-PK_GEMM(pk_gemm_iq4_nl, PK_NL_NT, PK_NL_1, PK_NT)
+#define PK_NL_R(r, g, a, as, K, o, os, pf) pk_a8_body((r), GGML_TYPE_IQ4_NL, g, a, as, (K) / 32, o, os, pf)
+PK_GEMM(pk_gemm_iq4_nl, PK_NL_NT, PK_NL_R, PK_NT)
 
 /* ---- packed INT8 / INT4 groups and Q4_1: 16 rows in lanes ------------------------------
  * IFD_TYPE_I8_G64 / I8_G128 (w = d*q, q int8), IFD_TYPE_I4_G64 / I4_G128 and Q4_1 (its
@@ -1227,8 +1229,9 @@ AI void gp_body_dec(const int NG, ggml_type t, const uint8_t *grp, size_t gb, co
     for (int r = 0; r < NG; r++) _mm512_storeu_ps(out + PK_NR * r, acc[r]);
 }
 
-/* Groups in order; per group the full token tiles, then the rest one token at a time
+/* Groups in order; per group the full token tiles, then the rest in one narrower tile
  * (decode: GP_DEC groups at a time). */
+#define GP_R(r, ...) gp_body((r), __VA_ARGS__)
 #define GP_FNS(name, T)                                                                        \
     static size_t pk_gb_##name(int64_t K) {                                                    \
         return gp_gb(T, K);                                                                    \
@@ -1248,8 +1251,9 @@ AI void gp_body_dec(const int NG, ggml_type t, const uint8_t *grp, size_t gb, co
             int32_t j = 0;                                                                     \
             for (; j + GP_NT <= nt; j += GP_NT)                                                \
                 gp_body(GP_NT, T, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0); \
-            for (; j < nt; j++)                                                                \
-                gp_body(1, T, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, os, j == 0); \
+            if (j < nt)                                                                        \
+                KERN_REM(GP_R, GP_NT, nt - j, T, gp, act + (size_t)j * as, as, K, og + (size_t)j * os, \
+                       os, j == 0)                                                             \
         }                                                                                      \
     }
 GP_FNS(i8_g64, IFD_TYPE_I8_G64)
@@ -1359,8 +1363,8 @@ AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
     for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 #define PK_Q6K_NT(g, a, as, K, o, os, pf) pk_q6k_body(PK_6NT, g, a, as, (K) / QK_K, o, os, pf)
-#define PK_Q6K_1(g, a, as, K, o, os, pf) pk_q6k_body(1, g, a, as, (K) / QK_K, o, os, pf)
-PK_GEMM(pk_gemm_q6_K, PK_Q6K_NT, PK_Q6K_1, PK_6NT)
+#define PK_Q6K_R(r, g, a, as, K, o, os, pf) pk_q6k_body((r), g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_q6_K, PK_Q6K_NT, PK_Q6K_R, PK_6NT)
 
 /* ---- packed Q5_K: 16 rows in lanes ---------------------------------------------------
  * Q4_K's group layout plus the fifth bits, per super-block (2880 bytes): f16 d[16],
@@ -1466,8 +1470,8 @@ AI void pk_q5k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
     for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 #define PK_Q5K_NT(g, a, as, K, o, os, pf) pk_q5k_body(PK_5NT, g, a, as, (K) / QK_K, o, os, pf)
-#define PK_Q5K_1(g, a, as, K, o, os, pf) pk_q5k_body(1, g, a, as, (K) / QK_K, o, os, pf)
-PK_GEMM(pk_gemm_q5_K, PK_Q5K_NT, PK_Q5K_1, PK_5NT)
+#define PK_Q5K_R(r, g, a, as, K, o, os, pf) pk_q5k_body((r), g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_q5_K, PK_Q5K_NT, PK_Q5K_R, PK_5NT)
 /* ---- end packed Q5_K -------------------------------------------------------------------- */
 
 /* ---- packed IQ4_XS: 16 rows in lanes -------------------------------------------------
@@ -1548,8 +1552,8 @@ AI void pk_iq4xs_body(const int NT, const uint8_t *grp, const uint8_t *act, size
     for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 #define PK_XS_NT(g, a, as, K, o, os, pf) pk_iq4xs_body(PK_XNT, g, a, as, (K) / QK_K, o, os, pf)
-#define PK_XS_1(g, a, as, K, o, os, pf) pk_iq4xs_body(1, g, a, as, (K) / QK_K, o, os, pf)
-PK_GEMM(pk_gemm_iq4_xs, PK_XS_NT, PK_XS_1, PK_XNT)
+#define PK_XS_R(r, g, a, as, K, o, os, pf) pk_iq4xs_body((r), g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_iq4_xs, PK_XS_NT, PK_XS_R, PK_XNT)
 /* ---- end packed IQ4_XS ------------------------------------------------------------------ */
 
 /* ---- packed Q3_K / Q2_K: 16 rows in lanes --------------------------------------------
@@ -1685,11 +1689,11 @@ AI void pk_q23_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t
     for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
 }
 #define PK_Q3K_NT(g, a, as, K, o, os, pf) pk_q23_body(PK_23NT, GGML_TYPE_Q3_K, g, a, as, (K) / QK_K, o, os, pf)
-#define PK_Q3K_1(g, a, as, K, o, os, pf) pk_q23_body(1, GGML_TYPE_Q3_K, g, a, as, (K) / QK_K, o, os, pf)
+#define PK_Q3K_R(r, g, a, as, K, o, os, pf) pk_q23_body((r), GGML_TYPE_Q3_K, g, a, as, (K) / QK_K, o, os, pf)
 #define PK_Q2K_NT(g, a, as, K, o, os, pf) pk_q23_body(PK_23NT, GGML_TYPE_Q2_K, g, a, as, (K) / QK_K, o, os, pf)
-#define PK_Q2K_1(g, a, as, K, o, os, pf) pk_q23_body(1, GGML_TYPE_Q2_K, g, a, as, (K) / QK_K, o, os, pf)
-PK_GEMM(pk_gemm_q3_K, PK_Q3K_NT, PK_Q3K_1, PK_23NT)
-PK_GEMM(pk_gemm_q2_K, PK_Q2K_NT, PK_Q2K_1, PK_23NT)
+#define PK_Q2K_R(r, g, a, as, K, o, os, pf) pk_q23_body((r), GGML_TYPE_Q2_K, g, a, as, (K) / QK_K, o, os, pf)
+PK_GEMM(pk_gemm_q3_K, PK_Q3K_NT, PK_Q3K_R, PK_23NT)
+PK_GEMM(pk_gemm_q2_K, PK_Q2K_NT, PK_Q2K_R, PK_23NT)
 /* ---- end packed Q3_K / Q2_K ------------------------------------------------------------- */
 
 /* ---- float paths ----------------------------------------------------------------------- */
