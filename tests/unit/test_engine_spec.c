@@ -384,6 +384,55 @@ static void test_device_verify(void) {
     CHECKF(same == n_seeded, "%d of %d seeded runs identical", same, n_seeded);
 }
 
+/* n > 1: the choices fork from the prompt (copy-on-write blocks) and each speculates on
+ * its own; seeded at temperature 1 with logprobs, every choice's tokens and logprobs are
+ * those of the run without speculation. */
+typedef struct multi {
+    result r[4];
+} multi;
+static void on_multi(const inferd_output *o, void *user) {
+    multi *m = user;
+    if (o->index >= 0 && o->index < 4) on_out(o, &m->r[o->index]);
+}
+static multi MF[2][NP];
+static void test_n_fork(void) {
+    make_prompts();
+    for (int pass = 0; pass < 2; pass++) {
+        const spec_cfg c = {DRAFT, true, 4, false};
+        inferd_engine_options o;
+        opts(&o, pass ? &c : NULL);
+        char err[512];
+        inferd_engine *e = NULL;
+        CHECKF(inferd_engine_create(&e, &o, err, sizeof err) == 0, "%s", err);
+        if (!e) return;
+        memset(MF[pass], 0, sizeof MF[pass]);
+        for (int k = 0; k < 6; k++) {
+            inferd_request q = {.prompt = P[k].ids, .n_prompt = P[k].n, .cb = on_multi, .user = &MF[pass][k]};
+            inferd_sampling_default(&q.sampling);
+            q.sampling.n = 4;
+            q.sampling.seed = 5 + (uint64_t)k;
+            q.sampling.has_seed = true;
+            q.sampling.max_tokens = P[k].max_out;
+            q.sampling.ignore_eos = true;
+            q.sampling.logprobs = NTOP;
+            CHECKF(inferd_submit(e, &q, NULL, err, sizeof err) == 0, "%s", err);
+        }
+        drain(e);
+        inferd_stats st;
+        inferd_engine_stats(e, &st);
+        inferd_engine_destroy(e);
+        if (pass) CHECKF(st.spec_accepted > 0, "accepted %llu", (unsigned long long)st.spec_accepted);
+        CHECK(st.kv_blocks_used == 0);
+    }
+    for (int k = 0; k < 6; k++)
+        for (int c = 0; c < 4; c++) {
+            const result *a = &MF[0][k].r[c], *b = &MF[1][k].r[c];
+            CHECKF(a->done && b->done && a->n == b->n && !memcmp(a->ids, b->ids, (size_t)a->n * sizeof(int32_t)) &&
+                       !memcmp(a->lp, b->lp, (size_t)a->n * sizeof a->lp[0]),
+                   "request %d choice %d differs with speculation", k, c);
+        }
+}
+
 static void test_vocab_mismatch(void) {
     /* the target as a draft for itself passes; a file with another vocabulary is refused */
     inferd_engine_options o;
@@ -404,4 +453,4 @@ static void test_vocab_mismatch(void) {
 }
 
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
-          T(test_distribution_top_p_penalty), T(test_device_verify), T(test_vocab_mismatch))
+          T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_vocab_mismatch))
