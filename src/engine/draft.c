@@ -51,11 +51,6 @@ int draft_open(model **out, const char *path, const model *target, char *err, si
     return IFD_OK;
 }
 
-size_t draft_block_bytes(backend_kind kind, const model *dm, int32_t block_size,
-                         backend_kv_dtype dt) {
-    return backend_kv_block_bytes(kind, dm, block_size, dt);
-}
-
 int draft_create(draft **out, model *dm, backend_kind kind, const backend_config *cfg,
                  bool prefix_caching, char *err, size_t err_bytes) {
     *out = NULL;
@@ -83,16 +78,8 @@ int draft_create(draft **out, model *dm, backend_kind kind, const backend_config
         return ifd_errf(err, err_bytes, rc, "draft model: cannot create its KV block manager");
     }
     const size_t T = (size_t)d->max_tokens, S = (size_t)d->max_seqs;
-    d->b_tokens = malloc(T * sizeof(int32_t));
-    d->b_pos = malloc(T * sizeof(int32_t));
-    d->b_slot = malloc(T * sizeof(int32_t));
-    d->b_seq_start = malloc((S + 1) * sizeof(int32_t));
-    d->b_ctx_len = malloc(S * sizeof(int32_t));
-    d->b_block_table = calloc(S * (size_t)d->max_blocks_per_seq, sizeof(int32_t));
-    d->b_logits_idx = malloc(S * sizeof(int32_t));
     d->logits = malloc(S * (size_t)d->n_vocab * sizeof(float));
-    if (!d->b_tokens || !d->b_pos || !d->b_slot || !d->b_seq_start || !d->b_ctx_len ||
-        !d->b_block_table || !d->b_logits_idx || !d->logits) {
+    if (step_batch_init(&d->batch, T, S, S, d->max_blocks_per_seq) != IFD_OK || !d->logits) {
         draft_destroy(d);
         return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "draft: out of memory");
     }
@@ -105,13 +92,7 @@ void draft_destroy(draft *d) {
     kv_destroy(d->kv);
     backend_destroy(d->be);
     model_destroy(d->m);
-    free(d->b_tokens);
-    free(d->b_pos);
-    free(d->b_slot);
-    free(d->b_seq_start);
-    free(d->b_ctx_len);
-    free(d->b_block_table);
-    free(d->b_logits_idx);
+    step_batch_free(&d->batch);
     free(d->logits);
     free(d);
 }
@@ -152,15 +133,15 @@ void draft_seq_rollback(draft *d, draft_seq *ds, const int32_t *tokens, int32_t 
 
 int draft_run(draft *d, draft_job *jobs, int32_t n) {
     IFD_ASSERT(n <= d->max_seqs);
-    int32_t t = 0, ns = 0, nl = 0;
-    const int32_t mb = d->max_blocks_per_seq;
+    int32_t fed = 0;
     for (int32_t i = 0; i < n; i++) {
         draft_job *j = &jobs[i];
         j->row = -1;
-        j->failed = !j->ds->ready || j->n_feed < 1 || t + j->n_feed > d->max_tokens ||
+        j->failed = !j->ds->ready || j->n_feed < 1 || fed + j->n_feed > d->max_tokens ||
                     !kv_can_alloc_slots(d->kv, &j->ds->kv, j->n_feed);
         if (j->failed) continue;
         kv_alloc_slots(d->kv, &j->ds->kv, j->n_feed);
+        fed += j->n_feed;
     }
     /* copy-on-write copies (a shared partial block after a prefix match) before the forward */
     int32_t nc;
@@ -169,38 +150,17 @@ int draft_run(draft *d, draft_job *jobs, int32_t n) {
         const int rc = backend_copy_blocks(d->be, src, dst, nc);
         if (rc != IFD_OK) return rc;
     }
+    step_batch *bt = &d->batch;
+    step_batch_reset(bt);
     for (int32_t i = 0; i < n; i++) {
         draft_job *j = &jobs[i];
         if (j->failed) continue;
-        const draft_seq *ds = j->ds;
-        d->b_seq_start[ns] = t;
-        for (int32_t k = 0; k < j->n_feed; k++, t++) {
-            const int32_t pos = ds->n_computed + k;
-            d->b_tokens[t] = j->tokens[pos];
-            d->b_pos[t] = pos;
-            d->b_slot[t] = kv_slot(d->kv, &ds->kv, pos);
-        }
-        d->b_ctx_len[ns] = ds->n_computed + j->n_feed;
-        memcpy(d->b_block_table + (size_t)ns * mb, ds->kv.blocks, (size_t)ds->kv.n_blocks * sizeof(int32_t));
-        if (j->want_logits) {
-            d->b_logits_idx[nl] = t - 1;
-            j->row = nl++;
-        }
-        ns++;
+        j->row = j->want_logits ? bt->n_logits : -1;
+        step_batch_add(bt, d->kv, &j->ds->kv, j->tokens, j->ds->n_computed, j->n_feed, j->want_logits ? 1 : 0,
+                       bt->n_logits);
     }
-    if (ns == 0) return IFD_OK;
-    d->b_seq_start[ns] = t;
-    const ifd_batch b = {.n_tokens = t,
-                         .token_ids = d->b_tokens,
-                         .positions = d->b_pos,
-                         .slot_mapping = d->b_slot,
-                         .n_seqs = ns,
-                         .seq_start = d->b_seq_start,
-                         .context_len = d->b_ctx_len,
-                         .block_table = d->b_block_table,
-                         .max_blocks_per_seq = mb,
-                         .n_logits = nl,
-                         .logits_index = d->b_logits_idx};
+    if (bt->n_seqs == 0) return IFD_OK;
+    const ifd_batch b = step_batch_view(bt);
     const int rc = backend_forward(d->be, &b, d->logits);
     if (rc != IFD_OK) {
         /* the written KV is garbage: forget it */

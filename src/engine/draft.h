@@ -22,6 +22,7 @@
 
 #include "../backend/backend.h"
 #include "../model/model.h"
+#include "batch.h"
 #include "kv_cache.h"
 
 typedef struct draft_seq {
@@ -45,7 +46,7 @@ typedef struct draft {
     backend *be;
     kv_cache *kv;
     int32_t n_vocab, max_tokens, max_seqs, max_blocks_per_seq, block_size;
-    int32_t *b_tokens, *b_pos, *b_slot, *b_seq_start, *b_ctx_len, *b_block_table, *b_logits_idx;
+    step_batch batch;
     float *logits; /* [max_seqs][n_vocab] */
 } draft;
 
@@ -61,10 +62,6 @@ int draft_open(model **out, const char *path, const model *target, char *err, si
 int draft_create(draft **out, model *dm, backend_kind kind, const backend_config *cfg,
                  bool prefix_caching, char *err, size_t err_bytes);
 void draft_destroy(draft *d); /* accepts NULL; every draft_seq must be released first */
-
-/* Bytes of one KV block of dm (for the pool split). */
-size_t draft_block_bytes(backend_kind kind, const model *dm, int32_t block_size,
-                         backend_kv_dtype dt);
 
 /* One forward over jobs[0..n) (n <= max_seqs, fed tokens <= max_tokens in all; the
  * caller cuts them): allocates each job's slots (a job without them is `failed`), runs

@@ -905,7 +905,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     if (budget <= 0 && (rc = backend_kv_budget(use, e->m, &bc, &budget, err, err_bytes))) goto fail;
     /* a draft model's pool comes from the same budget, holding as many tokens */
     if (o->draft_model_path && (rc = draft_open(&dm, o->draft_model_path, e->m, err, err_bytes))) goto fail;
-    const size_t dblock_bytes = dm ? draft_block_bytes(use, dm, bs, bc.kv_dtype) : 0;
+    const size_t dblock_bytes = dm ? backend_kv_block_bytes(use, dm, bs, bc.kv_dtype) : 0;
     int64_t n_blocks = budget / (int64_t)(block_bytes + dblock_bytes);
     const int64_t useful = (int64_t)e->max_blocks_per_seq * e->opt.max_num_seqs * 4;
     if (n_blocks > useful) n_blocks = useful;
@@ -962,13 +962,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
         goto fail;
     }
     sched_cost_init(&e->cost);
-    e->b_tokens = malloc(T * sizeof(int32_t));
-    e->b_pos = malloc(T * sizeof(int32_t));
-    e->b_slot = malloc(T * sizeof(int32_t));
-    e->b_seq_start = malloc((S + 1) * sizeof(int32_t));
-    e->b_ctx_len = malloc(S * sizeof(int32_t));
-    e->b_block_table = calloc(S * (size_t)e->max_blocks_per_seq, sizeof(int32_t));
-    e->b_logits_idx = malloc(L * sizeof(int32_t));
+    const int brc = step_batch_init(&e->batch, T, S, L, e->max_blocks_per_seq);
     e->copy_src = malloc(S * sizeof(int32_t));
     e->copy_dst = malloc(S * sizeof(int32_t));
     e->logits = malloc(L * (size_t)e->n_vocab * sizeof(float));
@@ -991,8 +985,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     e->cap_abort = e->cap_spare = 1024;
     e->abort_ids = malloc((size_t)e->cap_abort * sizeof(uint64_t));
     e->abort_spare = malloc((size_t)e->cap_spare * sizeof(uint64_t));
-    if (!e->b_tokens || !e->b_pos || !e->b_slot || !e->b_seq_start ||
-        !e->b_ctx_len || !e->b_block_table || !e->b_logits_idx || !e->copy_src || !e->copy_dst ||
+    if (brc != IFD_OK || !e->copy_src || !e->copy_dst ||
         !e->logits || !e->lp_buf || !e->adv_seq || !e->adv_tok || !e->adv_row || !e->adv_rows || !e->adv_lp ||
         !e->ver || !e->ver_rows || !e->ver_tok || !e->ver_lp ||
         !e->piece_buf || !e->text_buf || !e->abort_ids ||
@@ -1057,13 +1050,7 @@ void inferd_engine_destroy(inferd_engine *e) {
     model_destroy(e->m);
     sampler_scratch_deinit(&e->scratch);
     sched_deinit(&e->sch);
-    free(e->b_tokens);
-    free(e->b_pos);
-    free(e->b_slot);
-    free(e->b_seq_start);
-    free(e->b_ctx_len);
-    free(e->b_block_table);
-    free(e->b_logits_idx);
+    step_batch_free(&e->batch);
     free(e->copy_src);
     free(e->copy_dst);
     free(e->logits);

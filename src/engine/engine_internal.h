@@ -17,6 +17,7 @@
 #include "../tokenizer/tokenizer.h"
 #include "inferd.h"
 #include "engine_tap.h"
+#include "batch.h"
 #include "draft.h"
 #include "kv_cache.h"
 #include "scheduler.h"
@@ -99,6 +100,7 @@ typedef struct spec_state {
     sched_seq **cand;
     int32_t *cap, *k, *src; /* src: 1 n-gram, 2 draft */
     int32_t *need;          /* the draft's first-round tokens, as the cost model counts them */
+    int32_t *who, *got;     /* run_draft: a job's candidate, a candidate's drafts so far */
     double f_fwd, f_draft;  /* measured step time over the model's, moving averages */
     bool optimistic;        /* choose_k's gate is being evaluated */
     int32_t *ngram_buf;     /* [max_num_seqs][K] */
@@ -122,7 +124,7 @@ struct inferd_engine {
     const sched_plan *plan; /* this step's */
     request *live;        /* all live requests */
     /* flat batch buffers */
-    int32_t *b_tokens, *b_pos, *b_slot, *b_seq_start, *b_ctx_len, *b_block_table, *b_logits_idx;
+    step_batch batch;     /* the flat batch's host buffers (runner.c) */
     int32_t *copy_src, *copy_dst;
     int32_t max_logits;   /* logits rows per step (>= max_num_seqs; prompt logprobs) */
     float *logits;        /* [max_logits][n_vocab] */

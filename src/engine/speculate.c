@@ -155,10 +155,12 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
     sp->k = malloc(S * sizeof(int32_t));
     sp->src = malloc(S * sizeof(int32_t));
     sp->need = malloc(S * sizeof(int32_t));
+    sp->who = malloc(S * sizeof(int32_t));
+    sp->got = malloc(S * sizeof(int32_t));
     sp->ngram_buf = malloc(S * (size_t)sp->K * sizeof(int32_t));
     sp->jobs = malloc(S * sizeof(draft_job));
     e->vtok = malloc((size_t)(sp->K + 1) * sizeof(int32_t));
-    if (!sp->cand || !sp->cap || !sp->k || !sp->src || !sp->need || !sp->ngram_buf || !sp->jobs || !e->vtok)
+    if (!sp->cand || !sp->cap || !sp->k || !sp->src || !sp->need || !sp->who || !sp->got || !sp->ngram_buf || !sp->jobs || !e->vtok)
         return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
     sp->on = true;
     sp->f_fwd = sp->f_draft = 1.0;
@@ -204,6 +206,8 @@ void spec_deinit(inferd_engine *e) {
     free(sp->k);
     free(sp->src);
     free(sp->need);
+    free(sp->who);
+    free(sp->got);
     free(sp->ngram_buf);
     free(sp->jobs);
     free(e->vtok);
@@ -352,7 +356,8 @@ static void run_draft(inferd_engine *e, int32_t n) {
     spec_state *sp = &e->spec;
     draft *d = sp->d;
     draft_job *jobs = sp->jobs;
-    int32_t *who = sp->cap; /* reused: the candidate index of each job */
+    int32_t *who = sp->who, *got = sp->got; /* a job's candidate; a candidate's drafts so far */
+    for (int32_t i = 0; i < n; i++) got[i] = 0;
     int32_t nj = 0, left = d->max_tokens, L = 0;
     for (int32_t i = 0; i < n; i++) {
         if (sp->src[i] != 2 || sp->k[i] == 0) continue;
@@ -386,7 +391,6 @@ static void run_draft(inferd_engine *e, int32_t n) {
          * (they catch up again when they run), so the running ones get blocks next step */
         for (sched_seq *q = e->sch.waiting.head; q; q = q->next) draft_seq_clear(d, &seq_of(q)->dseq);
     }
-    int32_t *got = sp->src; /* from here: src 2 -> drafts so far + 2 (kept >= 2) */
     for (int32_t j = 0; j < nj; j++) {
         const int32_t i = who[j];
         sched_seq *q = sp->cand[i];
@@ -402,13 +406,13 @@ static void run_draft(inferd_engine *e, int32_t n) {
             continue;
         }
         q->tokens[q->n_tokens] = draft_pick(e, s, draft_logits(d, jobs[j].row));
-        got[i] = 3;
+        got[i] = 1;
         L = IFD_MAX(L, sp->k[i]);
     }
     for (int32_t r = 1; r < L && rc == IFD_OK; r++) {
         nj = 0;
         for (int32_t i = 0; i < n; i++) {
-            if (got[i] < 2 || got[i] - 2 != r || sp->k[i] <= r) continue;
+            if (got[i] != r || sp->k[i] <= r) continue;
             sched_seq *q = sp->cand[i];
             jobs[nj] = (draft_job){.ds = &seq_of(q)->dseq, .tokens = q->tokens, .n_feed = 1, .want_logits = true};
             who[nj++] = i;
@@ -424,11 +428,8 @@ static void run_draft(inferd_engine *e, int32_t n) {
             got[i]++;
         }
     }
-    for (int32_t i = 0; i < n; i++) {
-        if (sp->k[i] == 0 || got[i] < 2) continue;
-        sp->k[i] = IFD_MIN(sp->k[i], got[i] - 2);
-        got[i] = 2;
-    }
+    for (int32_t i = 0; i < n; i++)
+        if (sp->src[i] == 2) sp->k[i] = IFD_MIN(sp->k[i], got[i]);
 }
 
 int spec_propose(inferd_engine *e) {
