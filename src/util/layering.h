@@ -15,10 +15,12 @@
  *   model      util
  *   tokenizer  model, util            (the vocabulary is read from the GGUF file)
  *   template   util                   (+ cJSON, the JSON values a template sees)
+ *   grammar    util                   (constrained decoding: grammars, their front ends,
+ *                                      vocabulary masks; a pure library like template)
  *   backend    model, util   (its kernels, backend/cpu/ and backend/cuda/: the backend only)
- *   engine     backend, model, tokenizer, template, util   (backend.h, never a kernel,
+ *   engine     backend, model, tokenizer, template, grammar, util   (backend.h, never a kernel,
  *              never the server; the template room for inferd.h's chat-template call)
- *   server     tokenizer, template, model, util  (+ the engine through include/inferd.h,
+ *   server     tokenizer, template, grammar, model, util  (+ the engine through include/inferd.h,
  *              and its one door engine/engine_model.h: the engine's model, read-only)
  *   cli        everything (src/main.c too)
  *
@@ -30,6 +32,7 @@
 #define IFD_MAY_USE_MODEL 0
 #define IFD_MAY_USE_TOKENIZER 0
 #define IFD_MAY_USE_TEMPLATE 0
+#define IFD_MAY_USE_GRAMMAR 0
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
@@ -40,6 +43,7 @@
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 0
 #define IFD_MAY_USE_TEMPLATE 0
+#define IFD_MAY_USE_GRAMMAR 0
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
@@ -50,6 +54,7 @@
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 1
 #define IFD_MAY_USE_TEMPLATE 0
+#define IFD_MAY_USE_GRAMMAR 0
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
@@ -60,6 +65,18 @@
 #define IFD_MAY_USE_MODEL 0
 #define IFD_MAY_USE_TOKENIZER 0
 #define IFD_MAY_USE_TEMPLATE 1
+#define IFD_MAY_USE_GRAMMAR 0
+#define IFD_MAY_USE_BACKEND 0
+#define IFD_MAY_USE_ENGINE 0
+#define IFD_MAY_USE_SERVER 0
+#define IFD_MAY_USE_CLI 0
+#define IFD_MAY_USE_KERNELS 0
+#define IFD_MAY_USE_ENGINE_MODEL 0
+#elif defined(IFD_ROOM_GRAMMAR)
+#define IFD_MAY_USE_MODEL 0
+#define IFD_MAY_USE_TOKENIZER 0
+#define IFD_MAY_USE_TEMPLATE 0
+#define IFD_MAY_USE_GRAMMAR 1
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
@@ -70,6 +87,7 @@
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 0
 #define IFD_MAY_USE_TEMPLATE 0
+#define IFD_MAY_USE_GRAMMAR 0
 #define IFD_MAY_USE_BACKEND 1
 #define IFD_MAY_USE_ENGINE 0
 #define IFD_MAY_USE_SERVER 0
@@ -80,6 +98,7 @@
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 1
 #define IFD_MAY_USE_TEMPLATE 1
+#define IFD_MAY_USE_GRAMMAR 1
 #define IFD_MAY_USE_BACKEND 1
 #define IFD_MAY_USE_ENGINE 1
 #define IFD_MAY_USE_SERVER 0
@@ -90,6 +109,7 @@
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 1
 #define IFD_MAY_USE_TEMPLATE 1
+#define IFD_MAY_USE_GRAMMAR 1
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0 /* the engine's own headers; include/inferd.h is open to all */
 #define IFD_MAY_USE_SERVER 1
@@ -100,6 +120,7 @@
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 1
 #define IFD_MAY_USE_TEMPLATE 1
+#define IFD_MAY_USE_GRAMMAR 1
 #define IFD_MAY_USE_BACKEND 1
 #define IFD_MAY_USE_ENGINE 1
 #define IFD_MAY_USE_SERVER 1

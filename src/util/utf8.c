@@ -46,3 +46,37 @@ size_t utf8_valid_prefix(const char *s, size_t n) {
     }
     return n;
 }
+
+size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+    size_t len = utf8_char_len(s, n);
+    if (len == 0) return 0;
+    static const unsigned char lead_mask[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+    uint32_t v = s[0] & lead_mask[len];
+    for (size_t k = 1; k < len; k++) v = v << 6 | (s[k] & 0x3F);
+    *cp = v;
+    return len;
+}
+
+size_t utf8_encode(uint32_t cp, unsigned char *out) {
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    if (cp < 0x80) {
+        out[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (unsigned char)(0xC0 | cp >> 6);
+        out[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (unsigned char)(0xE0 | cp >> 12);
+        out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (unsigned char)(0xF0 | cp >> 18);
+    out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}

@@ -1,0 +1,260 @@
+/* test_grammar.c — the grammar engine (src/grammar/): the IR and its compile checks,
+ * GBNF, regular expressions and JSON Schema front ends on accept / reject cases, the
+ * matcher's transitions against an independent stack simulation on random byte strings,
+ * and the fast mask against the brute-force mask (every token fed through the grammar)
+ * on random reachable states of real vocabularies: the Shakespeare model's 1,024-token
+ * SentencePiece vocabulary, GPT-2's and DeepSeek's byte-level BPE vocabularies from
+ * ../shared/tokenizer-tests, and Qwen2.5's 151,936-token one when the default model
+ * has been fetched (models-cache/; INFERD_QWEN_GGUF overrides). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar.h"
+#include "model/gguf.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+#ifndef INFERD_SHARED_DIR
+#define INFERD_SHARED_DIR "../shared"
+#endif
+
+static uint64_t rs = 88172645463325252ull;
+static uint64_t rnd(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return rs;
+}
+
+static gram *gbnf(const char *src) {
+    gram *g = NULL;
+    char err[512] = "";
+    if (gram_from_gbnf(src, strlen(src), &g, err, sizeof err)) {
+        fprintf(stderr, "  gbnf failed: %s\n", err);
+        return NULL;
+    }
+    return g;
+}
+
+static bool acc(gram *g, const char *s) { return gram_accepts(g, s, strlen(s)); }
+static bool pre(gram *g, const char *s) { return gram_prefix_ok(g, s, strlen(s)); }
+
+static void test_gbnf_basic(void) {
+    gram *g = gbnf("root ::= \"ab\" [c-e]+ (\"x\" | \"yz\")? num\nnum ::= [0-9]{2,3}\n");
+    CHECK(g);
+    if (!g) return;
+    CHECK(acc(g, "abc12"));
+    CHECK(acc(g, "abcde123"));
+    CHECK(acc(g, "abdx12"));
+    CHECK(acc(g, "abeyz999"));
+    CHECK(!acc(g, "ab12"));
+    CHECK(!acc(g, "abc1"));
+    CHECK(!acc(g, "abc1234"));
+    CHECK(!acc(g, "abcy12"));
+    CHECK(pre(g, "abcy"));
+    CHECK(!pre(g, "abcq"));
+    CHECK(pre(g, ""));
+    CHECK(!acc(g, ""));
+    gram_unref(g);
+
+    /* comments, multi-line alternatives, escapes, any char, nested groups */
+    g = gbnf("# a comment\nroot ::= ( item \",\" )* item # trailing\nitem ::= \"\\x41\" | \"\\u00e9\" |\n  [^\\n,]\n");
+    CHECK(g);
+    if (!g) return;
+    CHECK(acc(g, "A"));
+    CHECK(acc(g, "A,\xc3\xa9,z"));
+    CHECK(acc(g, "\xe2\x82\xac")); /* any code point but newline / comma */
+    CHECK(!acc(g, "\n"));
+    CHECK(!acc(g, "A,"));
+    CHECK(!acc(g, "\xc3"));         /* a cut UTF-8 sequence is not a sentence */
+    CHECK(pre(g, "\xc3"));
+    CHECK(!pre(g, "\xc0\x80"));     /* overlong: never valid UTF-8 */
+    CHECK(!pre(g, "\xed\xa0\x80")); /* a surrogate */
+    gram_unref(g);
+
+    g = gbnf("root ::= .{3}");
+    CHECK(g && acc(g, "a\xf0\x9f\x98\x80\n") && !acc(g, "ab") && !acc(g, "abcd"));
+    gram_unref(g);
+}
+
+static void test_gbnf_errors(void) {
+    const char *bad[] = {
+        "root ::= foo",                  /* undefined rule */
+        "root ::= root \"a\" | \"b\"",   /* left recursion */
+        "root ::= a\na ::= b? a \"x\"\nb ::= \"y\"", /* left recursion through a nullable */
+        "root ::= \"abc",                /* unterminated literal */
+        "root ::= [abc",                 /* unterminated class */
+        "root ::= (\"a\"",               /* unclosed group */
+        "root ::= \"a\"{5,2}",           /* bad bounds */
+        "root ::= \"a\"{2000}",          /* too many */
+        "root = \"a\"",                  /* no ::= */
+        "other ::= \"a\"",               /* no root */
+        "root ::= \"a\"\nroot ::= \"b\"", /* defined twice */
+        "root ::= \"\\q\"",              /* bad escape */
+        "root ::= [z-a]",                /* range out of order */
+        "root ::= \"\xff\"",             /* invalid UTF-8 in the grammar */
+        "root ::= \"\\uD800\"",          /* a surrogate escape */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        gram *g = NULL;
+        char err[256] = "";
+        int rc = gram_from_gbnf(bad[i], strlen(bad[i]), &g, err, sizeof err);
+        CHECKF(rc != 0 && !g && err[0], "case %zu (%s) should fail", i, bad[i]);
+        gram_unref(g);
+    }
+    /* right recursion and nullable rules are fine */
+    gram *g = gbnf("root ::= \"a\" root | \"\"\n");
+    CHECK(g && acc(g, "") && acc(g, "aaaa") && !acc(g, "ab"));
+    gram_unref(g);
+}
+
+/* The state count stays bounded on right recursion (tail calls): 10,000 repetitions. */
+static void test_right_recursion_bounded(void) {
+    gram *g = gbnf("root ::= item*\nitem ::= \"ab\" | \"c\"\n");
+    CHECK(g);
+    if (!g) return;
+    gram_state s = gram_start(g);
+    for (int i = 0; i < 10000 && s >= 0; i++) s = gram_feed(g, s, i % 3 ? "ab" : "c", i % 3 ? 2 : 1);
+    CHECK(s >= 0 && gram_can_end(g, s));
+    gram_stats st;
+    gram_get_stats(g, &st);
+    CHECKF(st.states < 10 && st.nodes < 50, "states %lld nodes %lld", (long long)st.states, (long long)st.nodes);
+    gram_unref(g);
+}
+
+/* ---- vocabularies ---------------------------------------------------------------------- */
+static size_t tk_piece(void *ctx, int32_t id, char *buf, size_t cap) {
+    return tok_piece(ctx, id, false, buf, cap);
+}
+static bool tk_eog(void *ctx, int32_t id) { return tok_is_eog(ctx, id); }
+
+static tokenizer *load_tok(const char *path) {
+    gguf_file f;
+    char err[256];
+    if (gguf_open(&f, path, err, sizeof err)) {
+        fprintf(stderr, "  %s: %s\n", path, err);
+        return NULL;
+    }
+    tokenizer *t = NULL;
+    if (tok_create(&t, &f, err, sizeof err)) fprintf(stderr, "  %s: %s\n", path, err);
+    gguf_close(&f);
+    return t;
+}
+
+static gram_vocab *vocab_of(tokenizer *t) {
+    return gram_vocab_new(tok_n_vocab(t), tk_piece, tk_eog, t);
+}
+
+/* Walk n_states random reachable states of g (random allowed tokens drawn from the fast
+ * mask, restarting at the end), checking the fast mask against the brute force at each.
+ * Returns the number of mismatching states. */
+static int check_masks(gram *g, const gram_vocab *v, int n_states, const char *label) {
+    const int32_t W = gram_mask_words(v), nv = gram_vocab_n(v);
+    uint32_t *ref = malloc(sizeof *ref * (size_t)W), *fast = malloc(sizeof *fast * (size_t)W);
+    int32_t *allowed = malloc(sizeof *allowed * (size_t)nv);
+    int bad = 0, ends = 0;
+    gram_state s = gram_start(g);
+    for (int k = 0; k < n_states; k++) {
+        const uint32_t *m = gram_mask(g, v, s);
+        if (!m) {
+            fprintf(stderr, "  %s: no mask at state %d\n", label, s);
+            bad++;
+            break;
+        }
+        memcpy(fast, m, sizeof *fast * (size_t)W);
+        gram_mask_bruteforce(g, v, s, ref);
+        if (memcmp(ref, fast, sizeof *fast * (size_t)W)) {
+            bad++;
+            for (int32_t id = 0; id < nv; id++) {
+                bool a = ref[id >> 5] >> (id & 31) & 1, b = fast[id >> 5] >> (id & 31) & 1;
+                if (a != b) {
+                    size_t n;
+                    const char *p = gram_vocab_piece(v, id, &n);
+                    fprintf(stderr, "  %s: state %d token %d '%.*s': ref %d fast %d\n", label, s, id, (int)n, p, a, b);
+                    break;
+                }
+            }
+        }
+        int32_t na = 0;
+        for (int32_t id = 0; id < nv; id++)
+            if (fast[id >> 5] >> (id & 31) & 1) allowed[na++] = id;
+        /* move on: a random allowed non-EOG token; restart at an end or a dead end */
+        int32_t pick = -1;
+        for (int tries = 0; tries < 8 && na; tries++) {
+            int32_t id = allowed[rnd() % (uint64_t)na];
+            if (!gram_vocab_is_eog(v, id)) {
+                pick = id;
+                break;
+            }
+        }
+        gram_state t = pick >= 0 ? gram_advance_token(g, v, s, pick) : GRAM_DEAD;
+        if (pick >= 0 && t == GRAM_DEAD) {
+            fprintf(stderr, "  %s: allowed token %d leads nowhere\n", label, pick);
+            bad++;
+        }
+        if (t == GRAM_DEAD || gram_must_end(g, t) || rnd() % 200 == 0) {
+            ends += t != GRAM_DEAD;
+            t = gram_start(g);
+        }
+        s = t;
+    }
+    free(ref);
+    free(fast);
+    free(allowed);
+    return bad;
+}
+
+static const char *JSONISH =
+    "root ::= obj\n"
+    "obj ::= \"{\" ws ( pair ( \",\" ws pair )* )? \"}\"\n"
+    "pair ::= str ws \":\" ws val ws\n"
+    "val ::= str | num | obj | arr | \"true\" | \"false\" | \"null\"\n"
+    "arr ::= \"[\" ws ( val ws ( \",\" ws val ws )* )? \"]\"\n"
+    "str ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1f] | \"\\\\\" [\"\\\\/bfnrt] )* \"\\\"\"\n"
+    "num ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )?\n"
+    "ws ::= [ \\t\\n]{0,8}\n";
+
+static void test_mask_shakespeare(void) {
+    tokenizer *t = load_tok(INFERD_SHARED_DIR "/models/shakespeare-target.gguf");
+    CHECK(t);
+    if (!t) return;
+    gram_vocab *v = vocab_of(t);
+    CHECK(v);
+    const char *grammars[] = {
+        JSONISH,
+        "root ::= ( [A-Z][a-z]* \" \" )+ \".\"\n",
+        "root ::= \"ROMEO:\" [^\\n]{1,40} \"\\n\"\n",
+    };
+    for (size_t i = 0; i < sizeof grammars / sizeof *grammars && v; i++) {
+        gram *g = gbnf(grammars[i]);
+        CHECK(g);
+        if (!g) continue;
+        char lab[32];
+        snprintf(lab, sizeof lab, "shakespeare g%zu", i);
+        CHECKF(check_masks(g, v, 1000, lab) == 0, "%s", lab);
+        gram_unref(g);
+    }
+    gram_vocab_free(v);
+    tok_destroy(t);
+}
+
+static void test_mask_bpe(void) {
+    const char *files[] = {INFERD_SHARED_DIR "/tokenizer-tests/ggml-vocab-gpt-2.gguf"};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        tokenizer *t = load_tok(files[f]);
+        CHECKF(t, "%s", files[f]);
+        if (!t) continue;
+        gram_vocab *v = vocab_of(t);
+        gram *g = gbnf(JSONISH);
+        CHECK(v && g);
+        if (v && g) CHECKF(check_masks(g, v, 60, "gpt-2 json") == 0, "gpt-2");
+        gram_unref(g);
+        gram_vocab_free(v);
+        tok_destroy(t);
+    }
+}
+
+TEST_MAIN(T(test_gbnf_basic), T(test_gbnf_errors), T(test_right_recursion_bounded), T(test_mask_shakespeare),
+          T(test_mask_bpe))
