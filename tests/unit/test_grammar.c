@@ -124,6 +124,89 @@ static void test_right_recursion_bounded(void) {
     gram_unref(g);
 }
 
+static gram *regex(const char *re) {
+    gram *g = NULL;
+    char err[512] = "";
+    if (gram_from_regex(re, strlen(re), &g, err, sizeof err)) {
+        fprintf(stderr, "  regex %s failed: %s\n", re, err);
+        return NULL;
+    }
+    return g;
+}
+
+/* A regex inside a JSON string: the grammar "\"" regex "\"" built by hand. */
+static gram *regex_json(const char *re) {
+    gram_builder *b = gb_new();
+    int32_t r = -1, root;
+    char err[512] = "";
+    gram *g = NULL;
+    if (gram_regex(b, re, strlen(re), GRAM_RE_JSON_STRING, &r, err, sizeof err)) {
+        fprintf(stderr, "  regex %s failed: %s\n", re, err);
+    } else {
+        gsym q = gb_byte(b, '"');
+        gsym v[3] = {q, r, q};
+        root = gb_seq(b, v, 3);
+        if (gram_compile(b, root, &g, err, sizeof err)) fprintf(stderr, "  compile: %s\n", err);
+    }
+    gb_free(b);
+    return g;
+}
+
+static void test_regex(void) {
+    struct {
+        const char *re;
+        const char *yes[4];
+        const char *no[4];
+    } cases[] = {
+        {"^[a-z]+@[a-z]+\\.(com|org)$", {"ab@cd.com", "x@y.org"}, {"ab@cd.net", "@cd.com", "AB@cd.com"}},
+        {"\\d{3}-\\d{4}", {"555-1234"}, {"5551234", "55-1234", "555-12345"}},
+        {"(?:ab)*c?", {"", "abab", "ababc", "c"}, {"aba", "cc"}},
+        {"[^\\s]+", {"abc", "\xc3\xa9t\xc3\xa9"}, {"a b", "", "a\tb"}},
+        {"a.c", {"abc", "a\xe2\x82\xac" "c"}, {"a\nc", "ac"}},
+        {"x{2,}y{0,1}", {"xx", "xxxxy"}, {"x", "xxyy"}},
+        {"\\u00e9|\\x41|\\n", {"\xc3\xa9", "A", "\n"}, {"e"}},
+        {"[\\w-]+", {"a_b-9"}, {"a b", "a.b"}},
+        {"(?<yr>\\d\\d)a{3}?", {"12aaa"}, {"12aa"}},
+        {"[]", {0}, {"", "a"}},
+        {"\\D\\W\\S", {"a!x"}, {"1!x", "aax", "a! "}},
+        {"a{x}", {"a{x}"}, {"a"}}, /* not a quantifier: literal */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gram *g = regex(cases[i].re);
+        CHECKF(g, "%s", cases[i].re);
+        if (!g) continue;
+        for (int k = 0; k < 4 && cases[i].yes[k]; k++) CHECKF(acc(g, cases[i].yes[k]), "%s ~ '%s'", cases[i].re, cases[i].yes[k]);
+        for (int k = 0; k < 4 && cases[i].no[k]; k++) CHECKF(!acc(g, cases[i].no[k]), "%s !~ '%s'", cases[i].re, cases[i].no[k]);
+        gram_unref(g);
+    }
+    const char *bad[] = {"(a", "a)", "[a", "*a", "a{3,1}", "(?=a)", "(?!a)", "(?<=a)b", "\\1", "\\bx", "a^b",
+                         "a$b", "\\cA", "a{2000}", "\\q", "[z-a]", "\\u{110000}", "a{,3}", "{2}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        gram *g = NULL;
+        char err[256] = "";
+        CHECKF(gram_from_regex(bad[i], strlen(bad[i]), &g, err, sizeof err) != 0 && !g && err[0], "%s", bad[i]);
+        gram_unref(g);
+    }
+    /* inside a JSON string: escapes where JSON needs them */
+    gram *g = regex_json("[^a]{1,3}");
+    CHECK(g);
+    if (g) {
+        CHECK(acc(g, "\"b\""));
+        CHECK(acc(g, "\"\\\"\""));        /* a quote, written \" */
+        CHECK(acc(g, "\"\\\\\""));        /* a backslash, written \\ */
+        CHECK(acc(g, "\"\\n\\u0001\\u001F\"")); /* controls as escapes, either hex case */
+        CHECK(acc(g, "\"/\\/\""));        /* "/" raw or escaped */
+        CHECK(!acc(g, "\"\"\""));         /* a raw quote ends the string */
+        CHECK(!acc(g, "\"\n\""));         /* a raw newline is not JSON */
+        CHECK(!acc(g, "\"\\a\""));
+        CHECK(!acc(g, "\"a\""));
+        gram_unref(g);
+    }
+    g = regex_json("\\\\d\"");
+    CHECK(g && acc(g, "\"\\\\d\\\"\"") && !acc(g, "\"\\d\"\""));
+    gram_unref(g);
+}
+
 /* ---- vocabularies ---------------------------------------------------------------------- */
 static size_t tk_piece(void *ctx, int32_t id, char *buf, size_t cap) {
     return tok_piece(ctx, id, false, buf, cap);
@@ -256,5 +339,5 @@ static void test_mask_bpe(void) {
     }
 }
 
-TEST_MAIN(T(test_gbnf_basic), T(test_gbnf_errors), T(test_right_recursion_bounded), T(test_mask_shakespeare),
+TEST_MAIN(T(test_gbnf_basic), T(test_gbnf_errors), T(test_regex), T(test_right_recursion_bounded), T(test_mask_shakespeare),
           T(test_mask_bpe))
