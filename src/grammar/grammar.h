@@ -168,6 +168,7 @@ void gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *
 /* Statistics (bench, metrics). */
 typedef struct gram_stats {
     int64_t states, nodes, masks_computed, mask_hits, bytes, n_classes;
+    int64_t walks; /* local walks built (trie, position) */
 } gram_stats;
 void gram_get_stats(const gram *g, gram_stats *st);
 

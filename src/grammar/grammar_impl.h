@@ -43,6 +43,30 @@ static inline bool gram_term_has(const gram *g, int32_t s, int c) {
 
 void gram_matcher_free(gram *g);
 
+/* A trie of byte strings in DFS preorder: node i spells its parent's string + byte[i],
+ * at depth[i] (1-based); its subtree ends before end[i]; the tokens whose string ends
+ * exactly at node i are toks[tok_off[i] .. tok_off[i + 1]). The vocabulary's trie holds
+ * the tokens' pieces; the matcher's rest tries hold tails of pieces. */
+typedef struct rtrie {
+    int32_t n_nodes;
+    uint8_t *byte;
+    uint16_t *depth;
+    int32_t *end;
+    int32_t *tok_off; /* (n_nodes + 1) */
+    int32_t *toks;
+} rtrie;
+
+/* (token, offset): the tail of token's piece from byte off on. */
+typedef struct upair {
+    int32_t tok, off;
+} upair;
+
+struct gram_vocab;
+/* The trie of the tails u[0..nu) (sorted here); false on no memory. */
+bool gram_rtrie_build(rtrie *t, const struct gram_vocab *v, upair *u, int64_t nu);
+void gram_rtrie_free(rtrie *t); /* the arrays; t itself is the caller's */
+int64_t gram_rtrie_bytes(const rtrie *t);
+
 struct gram_vocab {
     int32_t n_vocab, n_words;
     /* pieces: token id's bytes are bytes[off[id] .. off[id + 1]) */
@@ -51,17 +75,8 @@ struct gram_vocab {
     uint8_t *is_eog; /* (n_vocab) */
     int32_t *eog;    /* the EOG ids */
     int32_t n_eog;
-    /* the trie of the non-empty pieces in DFS preorder: node i spells prefix
-     * (parent's prefix + byte[i]), at depth[i] (1-based), its subtree ends before
-     * end[i]; tok[i]: a token whose piece is exactly that prefix (-1: none), more in
-     * dup[tok] (same bytes, -1 ends) */
-    int32_t n_nodes;
-    uint8_t *byte;
-    uint16_t *depth;
-    int32_t *end;
-    int32_t *tok;
-    int32_t *dup; /* (n_vocab) */
-    int32_t max_depth;
+    rtrie trie;      /* the non-empty, non-EOG pieces */
+    int32_t max_depth; /* the longest piece */
 };
 
 #endif

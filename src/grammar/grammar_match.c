@@ -24,6 +24,7 @@
 #define GRAM_MASK_CACHE_BYTES ((int64_t)96 << 20)
 #define NEXT_UNKNOWN (-2)
 #define ACCEPT 0
+#define BOTTOM 1 /* the unknown rest of a stack: a position's local tables (below) */
 
 typedef struct gnode {
     int32_t pos, parent;
@@ -33,8 +34,30 @@ typedef struct gstate {
     int32_t off, n;  /* its nodes: m->sn[off .. off + n), sorted */
     int32_t *next;   /* (n_classes) successor per class, NEXT_UNKNOWN until computed */
     uint32_t *mask;  /* the cached mask, or NULL */
-    bool can_end, must_end;
+    bool can_end, must_end, has_bottom;
 } gstate;
+
+/* A set of token ids: dense (a mask of n_words) when large, else a list. */
+typedef struct iset {
+    uint32_t *dense;
+    int32_t *ids;
+    int32_t n;
+} iset;
+
+/* The local walk of trie T from position p (the stack {(p, BOTTOM)}): the tokens of T
+ * whose string p's frame accepts whatever lies below (acc), and the trie of the tails
+ * left when the frame ends inside a string (rest: an index into m->rt, -1: none). */
+typedef struct lwalk {
+    iset acc;
+    int32_t rest;    /* the tails' trie in m->rt, -1: none */
+    int32_t n_tails; /* tokens with tails (not accepted outright) */
+} lwalk;
+
+/* An open-addressing map (a, b) -> value index; 0 in key_a + 1 means empty. */
+typedef struct pmap {
+    int32_t *ka, *kb, *val;
+    int64_t cap, n;
+} pmap;
 
 struct gram_matcher {
     gnode *nodes;
@@ -56,8 +79,85 @@ struct gram_matcher {
     bool overflow;
     const gram_vocab *vocab; /* the vocabulary the cached masks belong to */
     int32_t *walk;           /* (max_depth + 1) the trie walk's states by depth */
-    int64_t masks_computed, mask_hits;
+    int32_t *bot;            /* (max_depth + 1) depths with BOTTOM on the walk's path */
+    int32_t *pstate;         /* (cap_nodes) the state of a node's closure, -2 unknown */
+    /* mask memos (see "masks" below): rest tries (rt[0] unused: the vocabulary's trie),
+     * local walks by (trie, position), and the tokens of a trie a stack accepts by
+     * (trie, node) (dropped wholesale past the mask cache budget) */
+    rtrie *rt;
+    int64_t n_rt, cap_rt;
+    lwalk *lw;
+    int64_t n_lw, cap_lw;
+    pmap lw_map;
+    iset *us;
+    int64_t n_us, cap_us;
+    pmap u_map;
+    int64_t u_bytes;
+    int64_t masks_computed, mask_hits, walks_built;
 };
+
+static void iset_free(iset *s) {
+    free(s->dense);
+    free(s->ids);
+    *s = (iset){0};
+}
+
+static void pmap_free(pmap *m) {
+    free(m->ka);
+    free(m->kb);
+    free(m->val);
+    *m = (pmap){0};
+}
+
+static inline uint64_t pair_hash(int32_t a, int32_t b) {
+    return ifd_hash_mix64(((uint64_t)(uint32_t)a << 32) ^ (uint32_t)b ^ 0x9e3779b97f4a7c15ull);
+}
+
+static int32_t pmap_get(const pmap *m, int32_t a, int32_t b) {
+    if (!m->cap) return -1;
+    const uint64_t mk = (uint64_t)m->cap - 1;
+    for (uint64_t h = pair_hash(a, b) & mk; m->ka[h]; h = (h + 1) & mk)
+        if (m->ka[h] == a + 1 && m->kb[h] == b) return m->val[h];
+    return -1;
+}
+
+static bool pmap_put(pmap *m, int32_t a, int32_t b, int32_t v) {
+    if ((m->n + 1) * 2 > m->cap) {
+        int64_t nc = m->cap ? m->cap * 2 : 256;
+        pmap q = {calloc((size_t)nc, 4), malloc((size_t)nc * 4), malloc((size_t)nc * 4), nc, 0};
+        if (!q.ka || !q.kb || !q.val) {
+            pmap_free(&q);
+            return false;
+        }
+        for (int64_t i = 0; i < m->cap; i++) {
+            if (!m->ka[i]) continue;
+            uint64_t h = pair_hash(m->ka[i] - 1, m->kb[i]) & (uint64_t)(nc - 1);
+            while (q.ka[h]) h = (h + 1) & (uint64_t)(nc - 1);
+            q.ka[h] = m->ka[i], q.kb[h] = m->kb[i], q.val[h] = m->val[i];
+        }
+        q.n = m->n;
+        pmap_free(m);
+        *m = q;
+    }
+    uint64_t h = pair_hash(a, b) & (uint64_t)(m->cap - 1);
+    while (m->ka[h]) h = (h + 1) & (uint64_t)(m->cap - 1);
+    m->ka[h] = a + 1, m->kb[h] = b, m->val[h] = v;
+    m->n++;
+    return true;
+}
+
+static void memo_free(gram_matcher *m) {
+    for (int64_t i = 0; i < m->n_rt; i++) gram_rtrie_free(&m->rt[i]);
+    for (int64_t i = 0; i < m->n_lw; i++) iset_free(&m->lw[i].acc);
+    for (int64_t i = 0; i < m->n_us; i++) iset_free(&m->us[i]);
+    free(m->rt);
+    free(m->lw);
+    free(m->us);
+    pmap_free(&m->lw_map);
+    pmap_free(&m->u_map);
+    m->rt = NULL, m->lw = NULL, m->us = NULL;
+    m->n_rt = m->cap_rt = m->n_lw = m->cap_lw = m->n_us = m->cap_us = m->u_bytes = 0;
+}
 
 void gram_matcher_free(gram *g) {
     gram_matcher *m = g->m;
@@ -75,6 +175,9 @@ void gram_matcher_free(gram *g) {
     free(m->work);
     free(m->acc);
     free(m->walk);
+    free(m->bot);
+    memo_free(m);
+    free(m->pstate);
     free(m);
     g->m = NULL;
 }
@@ -124,6 +227,10 @@ static int32_t node_get(gram_matcher *m, int32_t pos, int32_t parent) {
         if (!s) return (m->overflow = true, -1);
         memset(s + old, 0, sizeof *s * (size_t)(m->cap_nodes - old));
         m->stamp = s;
+        int32_t *ps = realloc(m->pstate, sizeof *ps * (size_t)m->cap_nodes);
+        if (!ps) return (m->overflow = true, -1);
+        for (int64_t k = old; k < m->cap_nodes; k++) ps[k] = NEXT_UNKNOWN;
+        m->pstate = ps;
     }
     m->nodes[m->n_nodes] = (gnode){pos, parent};
     m->node_ix[h] = (int32_t)m->n_nodes + 1;
@@ -153,7 +260,7 @@ static bool closure(gram *g, int64_t sp) {
         const int32_t n = m->work[--sp];
         if (m->stamp[n] == m->cur_stamp) continue;
         m->stamp[n] = m->cur_stamp;
-        if (n == ACCEPT) {
+        if (n == ACCEPT || n == BOTTOM) {
             if (!GVEC_GROW(m->acc, m->cap_acc, m->n_acc + 1)) return (m->overflow = true, false);
             m->acc[m->n_acc++] = n;
             continue;
@@ -220,7 +327,8 @@ static int32_t state_intern(gram *g) {
     *s = (gstate){.off = (int32_t)m->n_sn, .n = n};
     memcpy(m->sn + m->n_sn, m->acc, sizeof *m->acc * (size_t)n);
     m->n_sn += n;
-    s->can_end = m->acc[0] == ACCEPT; /* sorted: ACCEPT (0) first */
+    s->can_end = m->acc[0] == ACCEPT; /* sorted: ACCEPT (0), BOTTOM (1) first */
+    s->has_bottom = m->acc[0] == BOTTOM || (n > 1 && m->acc[1] == BOTTOM);
     s->must_end = n == 1 && s->can_end;
     const uint64_t mk = (uint64_t)m->st_ix_cap - 1;
     uint64_t h = h0 & mk;
@@ -236,6 +344,7 @@ static bool matcher_init(gram *g) {
     g->m = m;
     m->start = GRAM_DEAD;
     if (node_get(m, -1, -1) != ACCEPT) return false; /* node 0: the empty stack */
+    if (node_get(m, -2, -1) != BOTTOM) return false; /* node 1: an unknown rest */
     new_stamp(m);
     int64_t sp = 0;
     for (int32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1]; a++)
@@ -268,7 +377,7 @@ static int32_t step_class(gram *g, int32_t s, int c) {
     const int32_t off = st->off, n = st->n;
     for (int32_t i = 0; i < n; i++) {
         const int32_t nd = m->sn[off + i];
-        if (nd == ACCEPT) continue;
+        if (nd == ACCEPT || nd == BOTTOM) continue;
         const gnode x = m->nodes[nd];
         if (gram_term_has(g, g->sym[x.pos], c) && !push_work(m, &sp, node_get(m, x.pos + 1, x.parent)))
             return GRAM_DEAD;
@@ -322,63 +431,276 @@ void gram_get_stats(const gram *g, gram_stats *out) {
     out->nodes = g->m->n_nodes;
     out->masks_computed = g->m->masks_computed;
     out->mask_hits = g->m->mask_hits;
-    out->bytes = g->m->bytes + g->m->mask_bytes;
+    out->walks = g->m->walks_built;
+    out->bytes = g->m->bytes + g->m->mask_bytes + g->m->u_bytes;
 }
 
-/* ---- masks --------------------------------------------------------------------------------- */
+/* ---- masks ------------------------------------------------------------------------------
+ * A stack accepts a token when its top k frames accept all of it, or when they can all
+ * end after part of it and the stack below them accepts the tail. The top k frames of
+ * node n, cut off from the rest of the stack, are a node too: trunc(n, k), with BOTTOM
+ * where the rest was. Its local walk, L(trunc) (a walk of the vocabulary trie from the
+ * state {trunc}, memoized per truncated node), splits the vocabulary into the tokens
+ * it accepts outright and the tails left where the cut-off frames end (a trie). The
+ * mask of a state is the union over its nodes of L.acc and the tails the stack below
+ * accepts (a walk of the tail trie from that stack's closure, memoized per (truncated
+ * node, node below)). k starts at 1 and grows while the tails are many (the frames of
+ * whitespace or one-character rules end at once): the walk of a deeper cut sees more of
+ * the grammar's own context, which is the same for every state that shares those top
+ * frames. Truncated nodes depend only on the top k positions, so their walks are shared
+ * by every state whose stacks start alike, whatever lies deeper; state masks are cached
+ * too. */
+#define TRUNC_MAX 6      /* frames a cut may keep */
+#define TAILS_DEEPER 256 /* tails above which a deeper cut is tried */
+
 static void drop_masks(gram_matcher *m) {
     for (int64_t i = 0; i < m->n_st; i++) {
         free(m->st[i].mask);
         m->st[i].mask = NULL;
     }
     m->mask_bytes = 0;
+    for (int64_t i = 0; i < m->n_us; i++) iset_free(&m->us[i]);
+    m->n_us = 0;
+    pmap_free(&m->u_map);
+    m->u_bytes = 0;
+}
+
+static inline void iset_or(uint32_t *mask, const iset *s, int32_t n_words) {
+    if (s->dense) {
+        for (int32_t w = 0; w < n_words; w++) mask[w] |= s->dense[w];
+    } else {
+        for (int32_t k = 0; k < s->n; k++) mask[s->ids[k] >> 5] |= 1u << (s->ids[k] & 31);
+    }
+}
+
+/* A set from a dense mask with n ids set (takes ownership of dense). */
+static bool iset_make(iset *s, uint32_t *dense, int32_t n, int32_t n_words) {
+    *s = (iset){.n = n};
+    if (n > n_words / 2) {
+        s->dense = dense;
+        return true;
+    }
+    if (n) {
+        s->ids = malloc(sizeof *s->ids * (size_t)n);
+        if (!s->ids) {
+            free(dense);
+            return false;
+        }
+        int32_t k = 0;
+        for (int32_t w = 0; w < n_words; w++)
+            for (uint32_t bits = dense[w]; bits; bits &= bits - 1) s->ids[k++] = w * 32 + __builtin_ctz(bits);
+        s->n = k;
+    }
+    free(dense);
+    return true;
+}
+
+static int64_t iset_bytes(const iset *s, int32_t n_words) { return s->dense ? 4 * (int64_t)n_words : 4 * (int64_t)s->n; }
+
+/* L(tnode): memoized by the truncated node; its index in m->lw, or -1 on overflow. */
+static int32_t local_walk(gram *g, const gram_vocab *v, int32_t tnode) {
+    gram_matcher *m = g->m;
+    int32_t k = pmap_get(&m->lw_map, tnode, 0);
+    if (k >= 0) return k;
+    uint32_t *acc = calloc((size_t)v->n_words, sizeof *acc);
+    upair *u = NULL;
+    int64_t nu = 0, cap_u = 0;
+    if (!acc) goto fail;
+    m->n_acc = 0;
+    if (!GVEC_GROW(m->acc, m->cap_acc, 1)) goto fail;
+    m->acc[m->n_acc++] = tnode;
+    const int32_t L = state_intern(g);
+    if (L < 0) goto fail;
+    const rtrie *t = &v->trie;
+    int32_t *walk = m->walk, *bot = m->bot, nb = 0, n_acc = 0, n_unc = 0;
+    walk[0] = L;
+    const uint8_t *cls = g->byte_class;
+    for (int32_t i = 0; i < t->n_nodes;) {
+        const int32_t d = t->depth[i];
+        while (nb && bot[nb - 1] >= d) nb--;
+        const int32_t ps = walk[d - 1];
+        const int32_t s = ps >= 0 ? step_fast(g, ps, cls[t->byte[i]]) : GRAM_DEAD;
+        if (m->overflow) goto fail;
+        if (s < 0 && nb == 0) {
+            i = t->end[i];
+            continue;
+        }
+        walk[d] = s;
+        for (int32_t x = t->tok_off[i]; x < t->tok_off[i + 1]; x++) {
+            const int32_t id = t->toks[x];
+            if (s >= 0) {
+                acc[id >> 5] |= 1u << (id & 31);
+                n_acc++;
+            } else {
+                n_unc++;
+                for (int32_t j = 0; j < nb; j++) { /* the tail after bot[j] bytes */
+                    if (!GVEC_GROW(u, cap_u, nu + 1)) goto fail;
+                    u[nu++] = (upair){id, bot[j]};
+                }
+            }
+        }
+        if (s >= 0 && m->st[s].has_bottom) bot[nb++] = d;
+        i++;
+    }
+    int32_t rest = -1;
+    if (nu) {
+        if (!GVEC_GROW(m->rt, m->cap_rt, m->n_rt + 1)) goto fail;
+        if (!gram_rtrie_build(&m->rt[m->n_rt], v, u, nu)) goto fail;
+        rest = (int32_t)m->n_rt++;
+        charge(m, gram_rtrie_bytes(&m->rt[rest]));
+    }
+    free(u);
+    u = NULL;
+    if (!GVEC_GROW(m->lw, m->cap_lw, m->n_lw + 1)) goto fail;
+    lwalk *w = &m->lw[m->n_lw];
+    w->rest = rest;
+    w->n_tails = n_unc;
+    if (!iset_make(&w->acc, acc, n_acc, v->n_words)) {
+        acc = NULL;
+        goto fail;
+    }
+    acc = NULL;
+    charge(m, iset_bytes(&w->acc, v->n_words) + 32);
+    k = (int32_t)m->n_lw++;
+    if (!pmap_put(&m->lw_map, tnode, 0, k)) goto fail;
+    m->walks_built++;
+    return m->overflow ? -1 : k;
+fail:
+    free(acc);
+    free(u);
+    m->overflow = true;
+    return -1;
+}
+
+/* The closure of node x as a state (cached per node). */
+static int32_t node_state(gram *g, int32_t x) {
+    gram_matcher *m = g->m;
+    if (m->pstate[x] != NEXT_UNKNOWN) return m->pstate[x];
+    new_stamp(m);
+    int64_t sp = 0;
+    if (!push_work(m, &sp, x) || !closure(g, sp)) return GRAM_DEAD;
+    const int32_t s = state_intern(g);
+    if (m->overflow) return GRAM_DEAD;
+    m->pstate[x] = s;
+    return s;
+}
+
+/* The tokens of tail trie T (of truncated node tnode) that the stack `below` accepts,
+ * into mask (memoized per (tnode, below)). False on overflow. */
+static bool tails_below(gram *g, const gram_vocab *v, int32_t tnode, int32_t T, int32_t below, uint32_t *mask) {
+    gram_matcher *m = g->m;
+    if (below == ACCEPT) return true; /* tails are never empty: nothing may follow */
+    int32_t k = pmap_get(&m->u_map, tnode, below);
+    if (k < 0) {
+        uint32_t *tmp = calloc((size_t)v->n_words, sizeof *tmp);
+        if (!tmp) return (m->overflow = true, false);
+        const int32_t s = node_state(g, below);
+        int32_t n = 0;
+        if (s >= 0) {
+            int32_t *walk = m->walk;
+            walk[0] = s;
+            const uint8_t *cls = g->byte_class;
+            for (int32_t i = 0; i < m->rt[T].n_nodes;) {
+                const rtrie *t = &m->rt[T];
+                const int32_t d = t->depth[i];
+                const int32_t x = step_fast(g, walk[d - 1], cls[t->byte[i]]);
+                if (x < 0) {
+                    if (m->overflow) {
+                        free(tmp);
+                        return false;
+                    }
+                    i = t->end[i];
+                    continue;
+                }
+                walk[d] = x;
+                for (int32_t j = t->tok_off[i]; j < t->tok_off[i + 1]; j++) {
+                    const int32_t id = t->toks[j];
+                    n += !(tmp[id >> 5] >> (id & 31) & 1);
+                    tmp[id >> 5] |= 1u << (id & 31);
+                }
+                i++;
+            }
+        } else if (m->overflow) {
+            free(tmp);
+            return false;
+        }
+        if (!GVEC_GROW(m->us, m->cap_us, m->n_us + 1)) {
+            free(tmp);
+            return (m->overflow = true, false);
+        }
+        if (!iset_make(&m->us[m->n_us], tmp, n, v->n_words)) return (m->overflow = true, false);
+        k = (int32_t)m->n_us++;
+        m->u_bytes += iset_bytes(&m->us[k], v->n_words) + 16;
+        if (!pmap_put(&m->u_map, tnode, below, k)) return (m->overflow = true, false);
+    }
+    iset_or(mask, &m->us[k], v->n_words);
+    return true;
+}
+
+/* The top k frames of node n over BOTTOM (n itself when its stack is not deeper than
+ * k); *below gets the node the cut removed (ACCEPT when none). -1 on overflow. */
+static int32_t trunc_node(gram_matcher *m, int32_t n, int k, int32_t *below) {
+    int32_t chain[TRUNC_MAX];
+    int32_t x = n, c = 0;
+    while (c < k && x != ACCEPT) {
+        chain[c++] = x;
+        x = m->nodes[x].parent;
+    }
+    *below = x;
+    if (x == ACCEPT) return n;
+    int32_t t = BOTTOM;
+    for (int32_t i = c - 1; i >= 0 && t >= 0; i--) t = node_get(m, m->nodes[chain[i]].pos, t);
+    return t;
+}
+
+static bool ensure_vocab(gram_matcher *m, const gram_vocab *v) {
+    if (m->vocab == v) return true;
+    drop_masks(m);
+    memo_free(m);
+    free(m->walk);
+    free(m->bot);
+    m->walk = malloc(sizeof *m->walk * (size_t)(v->max_depth + 1));
+    m->bot = malloc(sizeof *m->bot * (size_t)(v->max_depth + 1));
+    if (!m->walk || !m->bot) return (m->overflow = true, false);
+    m->vocab = v;
+    return true;
 }
 
 const uint32_t *gram_mask(gram *g, const gram_vocab *v, gram_state s) {
     gram_matcher *m = g->m;
     if (s < 0 || !m || s >= m->n_st || m->overflow) return NULL;
-    if (m->vocab != v) {
-        drop_masks(m);
-        free(m->walk);
-        m->walk = malloc(sizeof *m->walk * (size_t)(v->max_depth + 1));
-        if (!m->walk) return (m->overflow = true, NULL);
-        m->vocab = v;
-    }
+    if (!ensure_vocab(m, v)) return NULL;
     if (m->st[s].mask) {
         m->mask_hits++;
         return m->st[s].mask;
     }
     const size_t mb = sizeof(uint32_t) * (size_t)v->n_words;
-    if (m->mask_bytes + (int64_t)mb > GRAM_MASK_CACHE_BYTES) drop_masks(m);
+    if (m->mask_bytes + m->u_bytes + (int64_t)mb > GRAM_MASK_CACHE_BYTES) drop_masks(m);
     uint32_t *mask = calloc(1, mb);
     if (!mask) return (m->overflow = true, NULL);
-    /* the walk: node i extends its parent's state (walk[depth - 1]) by its byte's class */
-    int32_t *walk = m->walk;
-    walk[0] = s;
-    const uint8_t *byte = v->byte, *cls = g->byte_class;
-    const uint16_t *depth = v->depth;
-    const int32_t *end = v->end, *tok = v->tok;
-    for (int32_t i = 0; i < v->n_nodes;) {
-        const int32_t d = depth[i];
-        const int32_t t = step_fast(g, walk[d - 1], cls[byte[i]]);
-        if (t < 0) {
-            if (m->overflow) {
-                free(mask);
-                return NULL;
-            }
-            i = end[i];
+    for (int32_t j = 0; j < m->st[s].n; j++) {
+        const int32_t nd = m->sn[m->st[s].off + j];
+        if (nd == ACCEPT) {
+            for (int32_t e = 0; e < v->n_eog; e++) mask[v->eog[e] >> 5] |= 1u << (v->eog[e] & 31);
             continue;
         }
-        walk[d] = t;
-        for (int32_t id = tok[i]; id >= 0; id = v->dup[id]) mask[id >> 5] |= 1u << (id & 31);
-        i++;
+        int32_t below = ACCEPT, tn = -1, l = -1;
+        for (int k = 1; k <= TRUNC_MAX; k++) {
+            tn = trunc_node(m, nd, k, &below);
+            if (tn < 0 || (l = local_walk(g, v, tn)) < 0) goto fail;
+            if (below == ACCEPT || m->lw[l].n_tails <= TAILS_DEEPER) break;
+        }
+        iset_or(mask, &m->lw[l].acc, v->n_words);
+        if (m->lw[l].rest >= 0 && !tails_below(g, v, tn, m->lw[l].rest, below, mask)) goto fail;
     }
-    if (m->st[s].can_end)
-        for (int32_t k = 0; k < v->n_eog; k++) mask[v->eog[k] >> 5] |= 1u << (v->eog[k] & 31);
     m->st[s].mask = mask;
     m->mask_bytes += (int64_t)mb;
     m->masks_computed++;
     return mask;
+fail:
+    free(mask);
+    m->overflow = true;
+    return NULL;
 }
 
 gram_state gram_advance_token(gram *g, const gram_vocab *v, gram_state s, int32_t id) {

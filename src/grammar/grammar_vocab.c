@@ -1,27 +1,88 @@
 /* grammar_vocab.c — the vocabulary as grammars see it: every token's bytes (its piece in
- * output text), the end-of-generation ids, and a byte trie of the pieces in DFS
- * preorder (grammar_impl.h), the layout the mask walk streams through: a node's subtree
- * is the run of nodes up to end[i], so a dead prefix skips its whole subtree in one
- * jump. Built once per engine; immutable afterwards (any number of threads read it). */
+ * output text), the end-of-generation ids, and tries of byte strings in DFS preorder
+ * (rtrie, grammar_impl.h), the layout the mask walks stream through: a node's subtree is
+ * the run of nodes up to end[i], so a dead prefix skips its whole subtree in one jump.
+ * The vocabulary's own trie holds every piece; the matcher builds tries of tails of
+ * pieces with the same code. A gram_vocab is built once per engine and immutable
+ * afterwards (any number of threads read it). */
 #include "grammar_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct sort_ctx {
-    const uint32_t *off;
-    const char *bytes;
-} sort_ctx;
+static _Thread_local const gram_vocab *t_vocab; /* qsort's context */
 
-static _Thread_local const sort_ctx *g_sort;
-
-static int cmp_piece(const void *a, const void *b) {
-    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    const uint32_t nx = g_sort->off[x + 1] - g_sort->off[x], ny = g_sort->off[y + 1] - g_sort->off[y];
-    int c = memcmp(g_sort->bytes + g_sort->off[x], g_sort->bytes + g_sort->off[y], IFD_MIN(nx, ny));
+static int cmp_tail(const void *a, const void *b) {
+    const upair *x = a, *y = b;
+    const gram_vocab *v = t_vocab;
+    const char *px = v->bytes + v->off[x->tok] + x->off, *py = v->bytes + v->off[y->tok] + y->off;
+    const uint32_t nx = v->off[x->tok + 1] - v->off[x->tok] - (uint32_t)x->off;
+    const uint32_t ny = v->off[y->tok + 1] - v->off[y->tok] - (uint32_t)y->off;
+    int c = memcmp(px, py, IFD_MIN(nx, ny));
     if (c) return c;
     if (nx != ny) return nx < ny ? -1 : 1;
-    return (x > y) - (x < y);
+    return (x->tok > y->tok) - (x->tok < y->tok);
+}
+
+void gram_rtrie_free(rtrie *t) {
+    free(t->byte);
+    free(t->depth);
+    free(t->end);
+    free(t->tok_off);
+    free(t->toks);
+    *t = (rtrie){0};
+}
+
+int64_t gram_rtrie_bytes(const rtrie *t) { return (int64_t)t->n_nodes * 15 + 8; }
+
+bool gram_rtrie_build(rtrie *t, const gram_vocab *v, upair *u, int64_t nu) {
+    *t = (rtrie){0};
+    if (nu <= 0) return true;
+    t_vocab = v;
+    qsort(u, (size_t)nu, sizeof *u, cmp_tail);
+    t_vocab = NULL;
+    int64_t maxn = 0;
+    for (int64_t k = 0; k < nu; k++) maxn += v->off[u[k].tok + 1] - v->off[u[k].tok] - (uint32_t)u[k].off;
+    if (maxn >= INT32_MAX || nu >= INT32_MAX) return false;
+    t->byte = malloc((size_t)maxn + 1);
+    t->depth = malloc(sizeof *t->depth * ((size_t)maxn + 1));
+    t->end = malloc(sizeof *t->end * ((size_t)maxn + 1));
+    t->tok_off = malloc(sizeof *t->tok_off * ((size_t)maxn + 2));
+    t->toks = malloc(sizeof *t->toks * ((size_t)nu + 1));
+    int32_t *path = malloc(sizeof *path * ((size_t)v->max_depth + 2));
+    if (!t->byte || !t->depth || !t->end || !t->tok_off || !t->toks || !path) {
+        free(path);
+        gram_rtrie_free(t);
+        return false;
+    }
+    /* sorted tails: each adds the nodes past its common prefix with the previous one;
+     * equal tails are adjacent, so a tail's tokens go to the node made last (or the same
+     * node again), and tok_off of a node is the token count when it was made */
+    int32_t nn = 0, path_len = 0, nt = 0, prev_n = 0;
+    const char *prev = NULL;
+    for (int64_t k = 0; k < nu; k++) {
+        const char *s = v->bytes + v->off[u[k].tok] + u[k].off;
+        const int32_t n = (int32_t)(v->off[u[k].tok + 1] - v->off[u[k].tok]) - u[k].off;
+        int32_t lcp = 0;
+        if (prev)
+            while (lcp < n && lcp < prev_n && prev[lcp] == s[lcp]) lcp++;
+        for (int32_t d = path_len; d > lcp; d--) t->end[path[d]] = nn;
+        for (int32_t d = lcp + 1; d <= n; d++) {
+            t->byte[nn] = (uint8_t)s[d - 1];
+            t->depth[nn] = (uint16_t)d;
+            t->tok_off[nn] = nt;
+            path[d] = nn++;
+        }
+        path_len = n;
+        t->toks[nt++] = u[k].tok;
+        prev = s;
+        prev_n = n;
+    }
+    for (int32_t d = path_len; d > 0; d--) t->end[path[d]] = nn;
+    t->tok_off[nn] = nt;
+    t->n_nodes = nn;
+    free(path);
+    return true;
 }
 
 void gram_vocab_free(gram_vocab *v) {
@@ -30,17 +91,13 @@ void gram_vocab_free(gram_vocab *v) {
     free(v->bytes);
     free(v->is_eog);
     free(v->eog);
-    free(v->byte);
-    free(v->depth);
-    free(v->end);
-    free(v->tok);
-    free(v->dup);
+    gram_rtrie_free(&v->trie);
     free(v);
 }
 
 int32_t gram_vocab_n(const gram_vocab *v) { return v->n_vocab; }
 int32_t gram_mask_words(const gram_vocab *v) { return v->n_words; }
-int64_t gram_vocab_nodes(const gram_vocab *v) { return v->n_nodes; }
+int64_t gram_vocab_nodes(const gram_vocab *v) { return v->trie.n_nodes; }
 
 const char *gram_vocab_piece(const gram_vocab *v, int32_t id, size_t *n) {
     if (id < 0 || id >= v->n_vocab) {
@@ -60,24 +117,20 @@ gram_vocab *gram_vocab_new(int32_t n_vocab, size_t (*piece)(void *ctx, int32_t i
     if (n_vocab <= 0 || n_vocab > (1 << 24)) return NULL;
     gram_vocab *v = calloc(1, sizeof *v);
     char *buf = malloc(MAX_PIECE);
-    int32_t *order = NULL, *path = NULL;
+    upair *u = NULL;
     if (!v || !buf) goto fail;
     v->n_vocab = n_vocab;
     v->n_words = (n_vocab + 31) / 32;
     v->off = malloc(sizeof *v->off * ((size_t)n_vocab + 1));
     v->is_eog = calloc((size_t)n_vocab, 1);
     v->eog = malloc(sizeof *v->eog * (size_t)n_vocab);
-    v->dup = malloc(sizeof *v->dup * (size_t)n_vocab);
-    order = malloc(sizeof *order * (size_t)n_vocab);
-    if (!v->off || !v->is_eog || !v->eog || !v->dup || !order) goto fail;
-    /* pieces */
+    u = malloc(sizeof *u * (size_t)n_vocab);
     size_t total = 0, cap = (size_t)n_vocab * 8 + 64;
     v->bytes = malloc(cap);
-    if (!v->bytes) goto fail;
-    int32_t n_order = 0;
+    if (!v->off || !v->is_eog || !v->eog || !u || !v->bytes) goto fail;
+    int64_t nu = 0;
     for (int32_t id = 0; id < n_vocab; id++) {
         v->off[id] = (uint32_t)total;
-        v->dup[id] = -1;
         if (eog && eog(ctx, id)) {
             v->is_eog[id] = 1;
             v->eog[v->n_eog++] = id;
@@ -94,65 +147,16 @@ gram_vocab *gram_vocab_new(int32_t n_vocab, size_t (*piece)(void *ctx, int32_t i
         }
         memcpy(v->bytes + total, buf, n);
         total += n;
-        if (n) order[n_order++] = id;
+        if (n) u[nu++] = (upair){id, 0};
+        if ((int32_t)n > v->max_depth) v->max_depth = (int32_t)n;
     }
     v->off[n_vocab] = (uint32_t)total;
-    /* the trie: sorted pieces; each new piece adds the nodes past its common prefix
-     * with the previous one */
-    sort_ctx sc = {v->off, v->bytes};
-    g_sort = &sc;
-    qsort(order, (size_t)n_order, sizeof *order, cmp_piece);
-    g_sort = NULL;
-    int64_t n_nodes_max = 0;
-    for (int32_t k = 0; k < n_order; k++) n_nodes_max += v->off[order[k] + 1] - v->off[order[k]];
-    if (n_nodes_max > INT32_MAX - 1) goto fail;
-    v->byte = malloc((size_t)n_nodes_max + 1);
-    v->depth = malloc(sizeof *v->depth * ((size_t)n_nodes_max + 1));
-    v->end = malloc(sizeof *v->end * ((size_t)n_nodes_max + 1));
-    v->tok = malloc(sizeof *v->tok * ((size_t)n_nodes_max + 1));
-    path = malloc(sizeof *path * (MAX_PIECE + 1)); /* node at each depth of the current path */
-    if (!v->byte || !v->depth || !v->end || !v->tok || !path) goto fail;
-    int32_t nn = 0, path_len = 0, prev = -1;
-    for (int32_t k = 0; k < n_order; k++) {
-        const int32_t id = order[k];
-        const char *s = v->bytes + v->off[id];
-        const int32_t n = (int32_t)(v->off[id + 1] - v->off[id]);
-        int32_t lcp = 0;
-        if (prev >= 0) {
-            const char *p = v->bytes + v->off[prev];
-            const int32_t pn = (int32_t)(v->off[prev + 1] - v->off[prev]);
-            while (lcp < n && lcp < pn && p[lcp] == s[lcp]) lcp++;
-        }
-        /* close the path's nodes deeper than the common prefix */
-        for (int32_t d = path_len; d > lcp; d--) v->end[path[d]] = nn;
-        path_len = lcp;
-        for (int32_t d = lcp + 1; d <= n; d++) {
-            v->byte[nn] = (uint8_t)s[d - 1];
-            v->depth[nn] = (uint16_t)d;
-            v->tok[nn] = -1;
-            path[d] = nn++;
-        }
-        path_len = n;
-        const int32_t at = path[n];
-        if (v->tok[at] < 0) {
-            v->tok[at] = id;
-        } else { /* the same bytes as an earlier id: chain it */
-            int32_t x = v->tok[at];
-            while (v->dup[x] >= 0) x = v->dup[x];
-            v->dup[x] = id;
-        }
-        if (n > v->max_depth) v->max_depth = n;
-        prev = id;
-    }
-    for (int32_t d = path_len; d > 0; d--) v->end[path[d]] = nn;
-    v->n_nodes = nn;
-    free(order);
-    free(path);
+    if (!gram_rtrie_build(&v->trie, v, u, nu)) goto fail;
+    free(u);
     free(buf);
     return v;
 fail:
-    free(order);
-    free(path);
+    free(u);
     free(buf);
     gram_vocab_free(v);
     return NULL;
