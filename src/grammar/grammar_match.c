@@ -93,6 +93,8 @@ struct gram_matcher {
     int64_t n_us, cap_us;
     pmap u_map;
     int64_t u_bytes;
+    int32_t *seen; /* gram_mask's scratch: the walks already OR'ed */
+    int64_t cap_seen;
     int64_t masks_computed, mask_hits, walks_built;
 };
 
@@ -174,6 +176,7 @@ void gram_matcher_free(gram *g) {
     free(m->st_ix);
     free(m->work);
     free(m->acc);
+    free(m->seen);
     free(m->walk);
     free(m->bot);
     memo_free(m);
@@ -678,6 +681,7 @@ const uint32_t *gram_mask(gram *g, const gram_vocab *v, gram_state s) {
     if (m->mask_bytes + m->u_bytes + (int64_t)mb > GRAM_MASK_CACHE_BYTES) drop_masks(m);
     uint32_t *mask = calloc(1, mb);
     if (!mask) return (m->overflow = true, NULL);
+    int32_t n_seen = 0;
     for (int32_t j = 0; j < m->st[s].n; j++) {
         const int32_t nd = m->sn[m->st[s].off + j];
         if (nd == ACCEPT) {
@@ -690,7 +694,14 @@ const uint32_t *gram_mask(gram *g, const gram_vocab *v, gram_state s) {
             if (tn < 0 || (l = local_walk(g, v, tn)) < 0) goto fail;
             if (below == ACCEPT || m->lw[l].n_tails <= TAILS_DEEPER) break;
         }
-        iset_or(mask, &m->lw[l].acc, v->n_words);
+        /* stacks that share their top frames share the walk: its accepted set once */
+        bool seen = false;
+        for (int32_t q = 0; q < n_seen && !seen; q++) seen = m->seen[q] == l;
+        if (!seen) {
+            if (!GVEC_GROW(m->seen, m->cap_seen, n_seen + 1)) goto fail;
+            m->seen[n_seen++] = l;
+            iset_or(mask, &m->lw[l].acc, v->n_words);
+        }
         if (m->lw[l].rest >= 0 && !tails_below(g, v, tn, m->lw[l].rest, below, mask)) goto fail;
     }
     m->st[s].mask = mask;

@@ -35,12 +35,58 @@ void gram_rtrie_free(rtrie *t) {
 
 int64_t gram_rtrie_bytes(const rtrie *t) { return (int64_t)t->n_nodes * 15 + 8; }
 
+/* Sort the tails: an LSD radix sort on their first 8 bytes (big-endian, zero padded),
+ * then the runs that tie there by the full comparison. */
+typedef struct keyed {
+    uint64_t key;
+    upair u;
+} keyed;
+
+static bool sort_tails(const gram_vocab *v, upair *u, int64_t nu) {
+    keyed *a = malloc(sizeof *a * (size_t)nu), *b = malloc(sizeof *b * (size_t)nu);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return false;
+    }
+    for (int64_t k = 0; k < nu; k++) {
+        const unsigned char *p = (const unsigned char *)v->bytes + v->off[u[k].tok] + u[k].off;
+        const int64_t n = v->off[u[k].tok + 1] - v->off[u[k].tok] - (uint32_t)u[k].off;
+        uint64_t key = 0;
+        for (int i = 0; i < 8; i++) key = key << 8 | (i < n ? p[i] : 0);
+        a[k] = (keyed){key, u[k]};
+    }
+    for (int pass = 0; pass < 8; pass++) {
+        const int sh = 8 * pass;
+        int64_t cnt[257] = {0};
+        for (int64_t k = 0; k < nu; k++) cnt[(a[k].key >> sh & 0xFF) + 1]++;
+        bool trivial = false;
+        for (int c = 1; c <= 256; c++) trivial |= cnt[c] == nu;
+        if (trivial) continue;
+        for (int c = 0; c < 256; c++) cnt[c + 1] += cnt[c];
+        for (int64_t k = 0; k < nu; k++) b[cnt[a[k].key >> sh & 0xFF]++] = a[k];
+        keyed *t = a;
+        a = b;
+        b = t;
+    }
+    for (int64_t k = 0; k < nu; k++) u[k] = a[k].u;
+    t_vocab = v;
+    for (int64_t k = 0; k < nu;) {
+        int64_t e = k + 1;
+        while (e < nu && a[e].key == a[k].key) e++;
+        if (e - k > 1) qsort(u + k, (size_t)(e - k), sizeof *u, cmp_tail);
+        k = e;
+    }
+    t_vocab = NULL;
+    free(a);
+    free(b);
+    return true;
+}
+
 bool gram_rtrie_build(rtrie *t, const gram_vocab *v, upair *u, int64_t nu) {
     *t = (rtrie){0};
     if (nu <= 0) return true;
-    t_vocab = v;
-    qsort(u, (size_t)nu, sizeof *u, cmp_tail);
-    t_vocab = NULL;
+    if (!sort_tails(v, u, nu)) return false;
     int64_t maxn = 0;
     for (int64_t k = 0; k < nu; k++) maxn += v->off[u[k].tok + 1] - v->off[u[k].tok] - (uint32_t)u[k].off;
     if (maxn >= INT32_MAX || nu >= INT32_MAX) return false;
