@@ -54,18 +54,19 @@ int64_t rsp_store_count(rsp_store *st);
 
 typedef struct rsp_ctx {
     char id[RSP_ID_BYTES];     /* "resp_..." */
-    char msg_id[RSP_ID_BYTES]; /* the output message's id ("msg_..."), fixed up front for the stream */
+    char msg_id[RSP_ID_BYTES]; /* the output message's id ("msg_..."), fixed up front for the stream
+                                */
     int64_t created_at;        /* unix seconds */
-    cJSON *req;                /* the Responses body (owned): the fields the response object echoes */
-    cJSON *items;              /* the conversation without instructions (owned): the previous
-                                * response's items, then this request's input items */
+    cJSON *req;   /* the Responses body (owned): the fields the response object echoes */
+    cJSON *items; /* the conversation without instructions (owned): the previous
+                   * response's items, then this request's input items */
     bool stream;
     rsp_store *store; /* where the finished response goes; NULL: store: false */
     /* the output, fixed once the generation is done (rsp_out.c) */
     bool out_ready;
     tool_calls tc;
-    bool has_msg;      /* a message item (besides the function calls) */
-    size_t msg_bytes;  /* its text: the choice's text [0, msg_bytes) */
+    bool has_msg;                 /* a message item (besides the function calls) */
+    size_t msg_bytes;             /* its text: the choice's text [0, msg_bytes) */
     char (*fc_ids)[RSP_ID_BYTES]; /* [tc.n] "fc_..." */
     /* streaming (HTTP thread, g->mu held) */
     int64_t seq; /* the next event's sequence_number */

@@ -36,8 +36,10 @@ static const cJSON *field(const cJSON *o, const char *name) {
 /* a request field as given, or dflt (JSON text) */
 static void echo(const cJSON *req, const char *name, const char *dflt, sbuf *o) {
     const cJSON *v = field(req, name);
-    if (v) json_write(o, v);
-    else sbuf_puts(o, dflt);
+    if (v)
+        json_write(o, v);
+    else
+        sbuf_puts(o, dflt);
 }
 
 /* ---- the output, fixed once the generation is done ------------------------------------ */
@@ -74,7 +76,8 @@ static int out_fix(rsp_ctx *x, const gen_req *g) {
     const gen_choice *ch = &g->choices[0];
     const char *text = ch->text.p ? ch->text.p : "";
     size_t end = ch->text.n;
-    if (g->req.tools && chat_parse_tool_calls(text, ch->text.n, &x->tc) > 0) end = x->tc.content_end;
+    if (g->req.tools && chat_parse_tool_calls(text, ch->text.n, &x->tc) > 0)
+        end = x->tc.content_end;
     x->has_msg = x->tc.n == 0 || !resp_all_space(text, end) || x->msg_open;
     x->msg_bytes = IFD_MAX(end, x->sent_text);
     if (x->tc.n) {
@@ -98,10 +101,12 @@ static void part_json(const char *text, size_t n, sbuf *o) {
 }
 
 /* The message item; text NULL: in progress, no content yet. */
-static void item_message(const rsp_ctx *x, const char *text, size_t n, const char *status, sbuf *o) {
+static void item_message(const rsp_ctx *x, const char *text, size_t n, const char *status,
+                         sbuf *o) {
     sbuf_puts(o, "{\"id\":");
     sbuf_json_str(o, x->msg_id, strlen(x->msg_id));
-    sbuf_printf(o, ",\"type\":\"message\",\"status\":\"%s\",\"role\":\"assistant\",\"content\":[", status);
+    sbuf_printf(o, ",\"type\":\"message\",\"status\":\"%s\",\"role\":\"assistant\",\"content\":[",
+                status);
     if (text) part_json(text, n, o);
     sbuf_puts(o, "]}");
 }
@@ -110,13 +115,16 @@ static void item_call(const rsp_ctx *x, int k, bool done, sbuf *o) {
     const tool_call *c = &x->tc.v[k];
     sbuf_puts(o, "{\"id\":");
     sbuf_json_str(o, x->fc_ids[k], strlen(x->fc_ids[k]));
-    sbuf_printf(o, ",\"type\":\"function_call\",\"status\":\"%s\",\"call_id\":", done ? "completed" : "in_progress");
+    sbuf_printf(o, ",\"type\":\"function_call\",\"status\":\"%s\",\"call_id\":",
+                done ? "completed" : "in_progress");
     sbuf_json_str(o, c->id, strlen(c->id));
     sbuf_puts(o, ",\"name\":");
     sbuf_json_str(o, c->name, strlen(c->name));
     sbuf_puts(o, ",\"arguments\":");
-    if (done) sbuf_json_str(o, c->arguments, strlen(c->arguments));
-    else sbuf_puts(o, "\"\"");
+    if (done)
+        sbuf_json_str(o, c->arguments, strlen(c->arguments));
+    else
+        sbuf_puts(o, "\"\"");
     sbuf_puts(o, "}");
 }
 
@@ -146,9 +154,11 @@ static void usage_json(const gen_req *g, sbuf *o) {
     for (int32_t i = 0; i < g->n_choices; i++) out += g->choices[i].completion_tokens;
     for (int32_t i = 0; i < g->n_subs; i++) cached += g->subs[i].cached_tokens;
     sbuf_printf(o,
-                "{\"input_tokens\":%d,\"input_tokens_details\":{\"cached_tokens\":%lld},\"output_tokens\":%lld,"
+                "{\"input_tokens\":%d,\"input_tokens_details\":{\"cached_tokens\":%lld},\"output_"
+                "tokens\":%lld,"
                 "\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":%lld}",
-                (int)g->prompt_tokens, (long long)cached, (long long)out, (long long)(g->prompt_tokens + out));
+                (int)g->prompt_tokens, (long long)cached, (long long)out,
+                (long long)(g->prompt_tokens + out));
 }
 
 /* The tools as the Responses API shows them. */
@@ -173,15 +183,20 @@ static void tools_json(const cJSON *tools, sbuf *o) {
 }
 
 /* status: "in_progress" (no output, no usage yet), or the finished generation's. */
-static void object_json(const rsp_ctx *x, const gen_req *g, const char *status, const api_error *err, sbuf *o) {
+static void object_json(const rsp_ctx *x, const gen_req *g, const char *status,
+                        const api_error *err, sbuf *o) {
     const cJSON *q = x->req;
     const bool done = strcmp(status, "in_progress") != 0;
     sbuf_puts(o, "{\"id\":");
     sbuf_json_str(o, x->id, strlen(x->id));
-    sbuf_printf(o, ",\"object\":\"response\",\"created_at\":%lld,\"status\":\"%s\",\"background\":false,\"error\":",
+    sbuf_printf(o,
+                ",\"object\":\"response\",\"created_at\":%lld,\"status\":\"%s\",\"background\":"
+                "false,\"error\":",
                 (long long)x->created_at, status);
     if (err) {
-        const char *code = err->code ? err->code : err->status >= 500 ? "server_error" : "invalid_request";
+        const char *code = err->code            ? err->code
+                           : err->status >= 500 ? "server_error"
+                                                : "invalid_request";
         sbuf_puts(o, "{\"code\":");
         sbuf_json_str(o, code, strlen(code));
         sbuf_puts(o, ",\"message\":");
@@ -193,8 +208,10 @@ static void object_json(const rsp_ctx *x, const gen_req *g, const char *status, 
     sbuf_puts(o, ",\"incomplete_details\":");
     if (done && !err && status_of(g) == RSP_INCOMPLETE)
         sbuf_printf(o, "{\"reason\":\"%s\"}",
-                    g->choices[0].finish == INFERD_FINISH_LENGTH ? "max_output_tokens" : "cancelled");
-    else sbuf_puts(o, "null");
+                    g->choices[0].finish == INFERD_FINISH_LENGTH ? "max_output_tokens"
+                                                                 : "cancelled");
+    else
+        sbuf_puts(o, "null");
     sbuf_puts(o, ",\"instructions\":");
     echo(q, "instructions", "null", o);
     sbuf_puts(o, ",\"max_output_tokens\":");
@@ -229,8 +246,10 @@ static void object_json(const rsp_ctx *x, const gen_req *g, const char *status, 
     sbuf_puts(o, ",\"truncation\":");
     echo(q, "truncation", "\"disabled\"", o);
     sbuf_puts(o, ",\"usage\":");
-    if (done && !err) usage_json(g, o);
-    else sbuf_puts(o, "null");
+    if (done && !err)
+        usage_json(g, o);
+    else
+        sbuf_puts(o, "null");
     sbuf_puts(o, ",\"user\":");
     echo(q, "user", "null", o);
     sbuf_puts(o, "}");
@@ -277,7 +296,8 @@ int rsp_body(rsp_ctx *x, gen_req *g, sbuf *o, api_error *e) {
 /* ---- the stream ------------------------------------------------------------------------- */
 
 static void ev_begin(rsp_ctx *x, const char *type, sbuf *o) {
-    sbuf_printf(o, "event: %s\ndata: {\"type\":\"%s\",\"sequence_number\":%lld", type, type, (long long)x->seq++);
+    sbuf_printf(o, "event: %s\ndata: {\"type\":\"%s\",\"sequence_number\":%lld", type, type,
+                (long long)x->seq++);
 }
 
 static void ev_end(sbuf *o) { sbuf_puts(o, "}\n\n"); }
@@ -289,8 +309,8 @@ static void ev_msg_at(const rsp_ctx *x, sbuf *o) {
     sbuf_puts(o, ",\"output_index\":0,\"content_index\":0");
 }
 
-static void ev_object(rsp_ctx *x, const gen_req *g, const char *type, const char *status, const api_error *err,
-                      sbuf *o) {
+static void ev_object(rsp_ctx *x, const gen_req *g, const char *type, const char *status,
+                      const api_error *err, sbuf *o) {
     ev_begin(x, type, o);
     sbuf_puts(o, ",\"response\":");
     object_json(x, g, status, err, o);
@@ -402,7 +422,8 @@ bool rsp_sse_fill(rsp_ctx *x, gen_req *g, sbuf *o) {
     int index = 0;
     if (x->has_msg) {
         if (!x->msg_open) msg_open(x, o);
-        if (x->msg_bytes > x->sent_text) msg_delta(x, text + x->sent_text, x->msg_bytes - x->sent_text, o);
+        if (x->msg_bytes > x->sent_text)
+            msg_delta(x, text + x->sent_text, x->msg_bytes - x->sent_text, o);
         x->sent_text = x->msg_bytes;
         msg_close(x, g, o);
         index = 1;

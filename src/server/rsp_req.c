@@ -26,10 +26,32 @@
 
 /* Response API fields an error may name, besides the chat ones (oai_known_field). */
 static const char *const RSP_FIELDS[] = {
-    "input", "instructions", "max_output_tokens", "previous_response_id", "call_id", "output",
-    "reasoning", "effort", "summary", "generate_summary", "format", "schema", "include", "truncation",
-    "background", "prompt_cache_key", "safety_identifier", "max_tool_calls", "verbosity", "status",
-    "encrypted_content", "annotations", "conversation", "refusal", "input_text", "output_text",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "previous_response_id",
+    "call_id",
+    "output",
+    "reasoning",
+    "effort",
+    "summary",
+    "generate_summary",
+    "format",
+    "schema",
+    "include",
+    "truncation",
+    "background",
+    "prompt_cache_key",
+    "safety_identifier",
+    "max_tool_calls",
+    "verbosity",
+    "status",
+    "encrypted_content",
+    "annotations",
+    "conversation",
+    "refusal",
+    "input_text",
+    "output_text",
 };
 
 static bool rsp_key_ok(const char *key) {
@@ -44,7 +66,8 @@ bool rsp_id_ok(const char *id) {
     if (n == 0 || n >= RSP_ID_BYTES) return false;
     for (size_t i = 0; i < n; i++) {
         char c = id[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-'))
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              c == '_' || c == '-'))
             return false;
     }
     return true;
@@ -68,7 +91,8 @@ static int missing(api_error *e, const char *p) {
 static int oom(api_error *e) { return api_fail(e, 500, NULL, NULL, "out of memory"); }
 
 /* An optional string member: NULL when absent or null; a type error otherwise. */
-static int opt_str(const cJSON *o, const char *name, const char *p, const char **out, api_error *e) {
+static int opt_str(const cJSON *o, const char *name, const char *p, const char **out,
+                   api_error *e) {
     const cJSON *v = field(o, name);
     *out = NULL;
     if (!v) return 0;
@@ -78,7 +102,8 @@ static int opt_str(const cJSON *o, const char *name, const char *p, const char *
 }
 
 /* A required, non-empty string member. */
-static int req_str(const cJSON *o, const char *name, const char *p, const char **out, api_error *e) {
+static int req_str(const cJSON *o, const char *name, const char *p, const char **out,
+                   api_error *e) {
     if (opt_str(o, name, p, out, e)) return -1;
     if (!*out) return missing(e, p);
     if (!(*out)[0]) return api_fail(e, 400, "invalid_value", p, "'%s' must not be empty", p);
@@ -138,8 +163,10 @@ static cJSON *text_content(const cJSON *c, const char *path, api_error *e) {
         snprintf(p, sizeof p, "%s[%d].type", path, j);
         if (req_str(part, "type", p, &type, e)) goto fail;
         const char *key = "text";
-        if (!strcmp(type, "refusal")) key = "refusal";
-        else if (strcmp(type, "input_text") && strcmp(type, "output_text") && strcmp(type, "text")) {
+        if (!strcmp(type, "refusal"))
+            key = "refusal";
+        else if (strcmp(type, "input_text") && strcmp(type, "output_text") &&
+                 strcmp(type, "text")) {
             api_fail(e, 400, "unsupported_value", p,
                      "'%s': only text content parts (input_text, output_text) are supported", p);
             goto fail;
@@ -191,8 +218,8 @@ static int message_item(const cJSON *it, const char *path, cJSON *msgs, api_erro
     size_t k = 0;
     while (k < IFD_ARRAY_LEN(MSG_ROLES) && strcmp(MSG_ROLES[k], role)) k++;
     if (k == IFD_ARRAY_LEN(MSG_ROLES))
-        return api_fail(e, 400, "invalid_value", p, "'%s' must be one of 'user', 'system', 'developer', 'assistant'",
-                        p);
+        return api_fail(e, 400, "invalid_value", p,
+                        "'%s' must be one of 'user', 'system', 'developer', 'assistant'", p);
     snprintf(p, sizeof p, "%s.content", path);
     const cJSON *c = field(it, "content");
     if (!c) return missing(e, p);
@@ -219,7 +246,8 @@ static int function_call_item(const cJSON *it, const char *path, cJSON *msgs, ap
     /* the assistant message just before (its text, or earlier calls of the same turn) */
     cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
     const cJSON *lrole = cJSON_GetObjectItemCaseSensitive(last, "role");
-    cJSON *m = last && cJSON_IsString(lrole) && !strcmp(lrole->valuestring, "assistant") ? last : NULL;
+    cJSON *m =
+        last && cJSON_IsString(lrole) && !strcmp(lrole->valuestring, "assistant") ? last : NULL;
     if (!m) {
         if (!(m = new_msg(msgs, "assistant", e))) return -1;
         if (!cJSON_AddNullToObject(m, "content")) return oom(e);
@@ -271,8 +299,9 @@ static int item_to_msgs(const cJSON *it, int i, cJSON *msgs, api_error *e) {
     if (!strcmp(type, "function_call")) return function_call_item(it, path, msgs, e);
     if (!strcmp(type, "function_call_output")) return function_call_output_item(it, path, msgs, e);
     if (!strcmp(type, "reasoning")) return 0;
-    return api_fail(e, 400, "invalid_value", p,
-                    "'%s' must be one of 'message', 'function_call', 'function_call_output', 'reasoning'", p);
+    return api_fail(
+        e, 400, "invalid_value", p,
+        "'%s' must be one of 'message', 'function_call', 'function_call_output', 'reasoning'", p);
 }
 
 /* ---- the other fields ------------------------------------------------------------------ */
@@ -295,7 +324,8 @@ static int tools_to_chat(const cJSON *t, cJSON *chat, api_error *e) {
         snprintf(p, sizeof p, "tools[%d].type", i);
         if (req_str(tool, "type", p, &type, e)) return -1;
         if (strcmp(type, "function"))
-            return api_fail(e, 400, "unsupported_value", p, "'%s': only function tools are supported", p);
+            return api_fail(e, 400, "unsupported_value", p,
+                            "'%s': only function tools are supported", p);
         snprintf(p, sizeof p, "tools[%d].name", i);
         if (req_str(tool, "name", p, &name, e)) return -1;
         snprintf(p, sizeof p, "tools[%d].description", i);
@@ -328,7 +358,8 @@ static int tool_choice_to_chat(const cJSON *c, cJSON *chat, api_error *e) {
         const char *s = c->valuestring;
         if (strcmp(s, "auto") && strcmp(s, "none") && strcmp(s, "required"))
             return api_fail(e, 400, "invalid_value", "tool_choice",
-                            "'tool_choice' must be 'auto', 'none', 'required' or {\"type\":\"function\",\"name\":...}");
+                            "'tool_choice' must be 'auto', 'none', 'required' or "
+                            "{\"type\":\"function\",\"name\":...}");
         return add_str(chat, "tool_choice", s, e);
     }
     if (!cJSON_IsObject(c)) return bad_type(e, "tool_choice", "a string or an object");
@@ -351,8 +382,10 @@ static int text_to_chat(const cJSON *t, cJSON *chat, api_error *e) {
     if (!cJSON_IsObject(t)) return bad_type(e, "text", "an object");
     const char *verbosity;
     if (opt_str(t, "verbosity", "text.verbosity", &verbosity, e)) return -1;
-    if (verbosity && strcmp(verbosity, "low") && strcmp(verbosity, "medium") && strcmp(verbosity, "high"))
-        return api_fail(e, 400, "invalid_value", "text.verbosity", "'text.verbosity' must be 'low', 'medium' or 'high'");
+    if (verbosity && strcmp(verbosity, "low") && strcmp(verbosity, "medium") &&
+        strcmp(verbosity, "high"))
+        return api_fail(e, 400, "invalid_value", "text.verbosity",
+                        "'text.verbosity' must be 'low', 'medium' or 'high'");
     const cJSON *f = field(t, "format");
     if (!f) return 0;
     if (!cJSON_IsObject(f)) return bad_type(e, "text.format", "an object");
@@ -371,7 +404,8 @@ static int text_to_chat(const cJSON *t, cJSON *chat, api_error *e) {
     if (opt_str(f, "description", "text.format.description", &desc, e)) return -1;
     const cJSON *schema = field(f, "schema"), *strict = field(f, "strict");
     if (!schema) return missing(e, "text.format.schema");
-    if (!cJSON_IsObject(schema)) return bad_type(e, "text.format.schema", "an object (a JSON schema)");
+    if (!cJSON_IsObject(schema))
+        return bad_type(e, "text.format.schema", "an object (a JSON schema)");
     if (strict && !cJSON_IsBool(strict)) return bad_type(e, "text.format.strict", "a boolean");
     cJSON *js;
     if (!(rf = cJSON_AddObjectToObject(chat, "response_format"))) return oom(e);
@@ -397,7 +431,8 @@ static int reasoning_to_chat(const cJSON *r, cJSON *chat, api_error *e) {
     while (k < IFD_ARRAY_LEN(EFFORTS) && strcmp(EFFORTS[k], effort)) k++;
     if (k == IFD_ARRAY_LEN(EFFORTS))
         return api_fail(e, 400, "invalid_value", "reasoning.effort",
-                        "'reasoning.effort' must be one of 'none', 'minimal', 'low', 'medium', 'high', 'xhigh'");
+                        "'reasoning.effort' must be one of 'none', 'minimal', 'low', 'medium', "
+                        "'high', 'xhigh'");
     return add_str(chat, "reasoning_effort", effort, e);
 }
 
@@ -411,8 +446,9 @@ static int check_metadata(const cJSON *m, api_error *e) {
     cJSON_ArrayForEach(it, m) {
         if (!cJSON_IsString(it)) return bad_type(e, "metadata", "an object of strings");
         if (strlen(it->string) > 64 || strlen(it->valuestring) > 512)
-            return api_fail(e, 400, "invalid_value", "metadata",
-                            "'metadata' keys may have at most 64 characters and values at most 512");
+            return api_fail(
+                e, 400, "invalid_value", "metadata",
+                "'metadata' keys may have at most 64 characters and values at most 512");
     }
     return 0;
 }
@@ -428,26 +464,35 @@ static int check_ignored(const cJSON *o, api_error *e) {
     if (inc) {
         if (!cJSON_IsArray(inc)) return bad_type(e, "include", "an array of strings");
         const cJSON *it;
-        cJSON_ArrayForEach(it, inc) if (!cJSON_IsString(it)) return bad_type(e, "include", "an array of strings");
+        cJSON_ArrayForEach(it, inc) if (!cJSON_IsString(it)) return bad_type(e, "include",
+                                                                             "an array of strings");
     }
     if (opt_str(o, "truncation", "truncation", &s, e)) return -1;
     if (s && strcmp(s, "auto") && strcmp(s, "disabled"))
-        return api_fail(e, 400, "invalid_value", "truncation", "'truncation' must be 'auto' or 'disabled'");
+        return api_fail(e, 400, "invalid_value", "truncation",
+                        "'truncation' must be 'auto' or 'disabled'");
     if (opt_bool(o, "background", e)) return -1;
     if (cJSON_IsTrue(field(o, "background")))
-        return api_fail(e, 400, "unsupported_value", "background", "'background': background responses are not supported");
+        return api_fail(e, 400, "unsupported_value", "background",
+                        "'background': background responses are not supported");
     if (field(o, "conversation"))
-        return api_fail(e, 400, "unsupported_value", "conversation", "'conversation': conversations are not supported; use previous_response_id");
+        return api_fail(
+            e, 400, "unsupported_value", "conversation",
+            "'conversation': conversations are not supported; use previous_response_id");
     if (field(o, "prompt"))
-        return api_fail(e, 400, "unsupported_value", "prompt", "'prompt': prompt templates are not supported");
+        return api_fail(e, 400, "unsupported_value", "prompt",
+                        "'prompt': prompt templates are not supported");
     const cJSON *tl = field(o, "top_logprobs"), *mtc = field(o, "max_tool_calls");
     int64_t v = 0;
     if (tl && (json_int64(tl, &v) != JSON_INT_OK || v < 0 || v > 20))
-        return api_fail(e, 400, "invalid_value", "top_logprobs", "'top_logprobs' must be an integer in [0, 20]");
+        return api_fail(e, 400, "invalid_value", "top_logprobs",
+                        "'top_logprobs' must be an integer in [0, 20]");
     if (v > 0)
-        return api_fail(e, 400, "unsupported_value", "top_logprobs", "'top_logprobs': logprobs are not supported on /v1/responses");
+        return api_fail(e, 400, "unsupported_value", "top_logprobs",
+                        "'top_logprobs': logprobs are not supported on /v1/responses");
     if (mtc && (json_int64(mtc, &v) != JSON_INT_OK || v < 1))
-        return api_fail(e, 400, "invalid_value", "max_tool_calls", "'max_tool_calls' must be a positive integer");
+        return api_fail(e, 400, "invalid_value", "max_tool_calls",
+                        "'max_tool_calls' must be a positive integer");
     const cJSON *so = field(o, "stream_options");
     if (so && !cJSON_IsObject(so)) return bad_type(e, "stream_options", "an object");
     return 0;
@@ -456,9 +501,23 @@ static int check_ignored(const cJSON *o, api_error *e) {
 /* The chat fields with the same name and meaning, checked by oai_parse: the Responses
  * API's own and inferd's sampling extensions. */
 static const char *const PASS_THROUGH[] = {
-    "model", "temperature", "top_p", "seed", "user", "parallel_tool_calls", "top_k", "min_p",
-    "presence_penalty", "frequency_penalty", "repetition_penalty", "ignore_eos", "stop",
-    "stop_token_ids", "logit_bias", "chat_template_kwargs", "chat_template",
+    "model",
+    "temperature",
+    "top_p",
+    "seed",
+    "user",
+    "parallel_tool_calls",
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "ignore_eos",
+    "stop",
+    "stop_token_ids",
+    "logit_bias",
+    "chat_template_kwargs",
+    "chat_template",
 };
 
 /* ---- the request --------------------------------------------------------------------- */
@@ -483,7 +542,8 @@ static int load_previous(rsp_store *st, const char *id, double now, cJSON *items
             api_fail(e, 404, "previous_response_not_found", "previous_response_id",
                      "Previous response with id '%s' not found.", id);
         else
-            api_fail(e, 404, "previous_response_not_found", "previous_response_id", "Previous response not found.");
+            api_fail(e, 404, "previous_response_not_found", "previous_response_id",
+                     "Previous response not found.");
         e->type = "invalid_request_error";
         return -1;
     }
@@ -542,8 +602,8 @@ int rsp_parse(rsp_store *st, const char *body, size_t n, double now, rsp_ctx **o
     bool store = true;
     if (opt_str(o, "instructions", "instructions", &instructions, e)) goto fail;
     if (opt_str(o, "previous_response_id", "previous_response_id", &prev_id, e)) goto fail;
-    if (opt_bool(o, "stream", e) || opt_bool(o, "store", e) || check_metadata(field(o, "metadata"), e) ||
-        check_ignored(o, e))
+    if (opt_bool(o, "stream", e) || opt_bool(o, "store", e) ||
+        check_metadata(field(o, "metadata"), e) || check_ignored(o, e))
         goto fail;
     x->stream = cJSON_IsTrue(field(o, "stream"));
     if (field(o, "store")) store = cJSON_IsTrue(field(o, "store"));
@@ -556,7 +616,8 @@ int rsp_parse(rsp_store *st, const char *body, size_t n, double now, rsp_ctx **o
             goto fail;
         }
         if (js != JSON_INT_OK || max_out < 1 || max_out > INT32_MAX) {
-            api_fail(e, 400, "invalid_value", "max_output_tokens", "'max_output_tokens' must be in [1, %d]", INT32_MAX);
+            api_fail(e, 400, "invalid_value", "max_output_tokens",
+                     "'max_output_tokens' must be in [1, %d]", INT32_MAX);
             goto fail;
         }
     }
@@ -573,8 +634,10 @@ int rsp_parse(rsp_store *st, const char *body, size_t n, double now, rsp_ctx **o
         goto fail;
     }
     if (mot && copy_to(chat, "max_tokens", mot, e)) goto fail;
-    if (tools_to_chat(field(o, "tools"), chat, e) || tool_choice_to_chat(field(o, "tool_choice"), chat, e) ||
-        text_to_chat(field(o, "text"), chat, e) || reasoning_to_chat(field(o, "reasoning"), chat, e))
+    if (tools_to_chat(field(o, "tools"), chat, e) ||
+        tool_choice_to_chat(field(o, "tool_choice"), chat, e) ||
+        text_to_chat(field(o, "text"), chat, e) ||
+        reasoning_to_chat(field(o, "reasoning"), chat, e))
         goto fail;
 
     /* the conversation: the previous one, then this input */
@@ -591,7 +654,8 @@ int rsp_parse(rsp_store *st, const char *body, size_t n, double now, rsp_ctx **o
     }
     /* items from the store come first and were checked when they were stored; the
      * input's indices count from the first item of this request */
-    const int n_prev = cJSON_GetArraySize(x->items) - (cJSON_IsArray(input) ? cJSON_GetArraySize(input) : 1);
+    const int n_prev =
+        cJSON_GetArraySize(x->items) - (cJSON_IsArray(input) ? cJSON_GetArraySize(input) : 1);
     int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, x->items) {
@@ -625,8 +689,10 @@ fail:
 
 void rsp_chat_error(api_error *e) {
     static const char *const MAP[][2] = {
-        {"max_tokens", "max_output_tokens"}, {"max_completion_tokens", "max_output_tokens"},
-        {"response_format", "text.format"},  {"reasoning_effort", "reasoning.effort"},
+        {"max_tokens", "max_output_tokens"},
+        {"max_completion_tokens", "max_output_tokens"},
+        {"response_format", "text.format"},
+        {"reasoning_effort", "reasoning.effort"},
     };
     for (size_t i = 0; i < IFD_ARRAY_LEN(MAP); i++)
         if (!strcmp(e->param, MAP[i][0])) {

@@ -19,8 +19,8 @@ typedef struct rsp_entry {
     size_t items_bytes;
     char *object; /* the response object, as GET returns it */
     size_t object_bytes;
-    double t_used;                     /* seconds (the callers' clock) */
-    struct rsp_entry *newer, *older;   /* LRU list: head = most recently used */
+    double t_used;                   /* seconds (the callers' clock) */
+    struct rsp_entry *newer, *older; /* LRU list: head = most recently used */
     struct rsp_entry *next_in_bucket;
 } rsp_entry;
 
@@ -83,10 +83,14 @@ void rsp_store_destroy(rsp_store *st) {
 /* ---- list and table (st->mu held) ----------------------------------------------------- */
 
 static void lru_unlink(rsp_store *st, rsp_entry *x) {
-    if (x->newer) x->newer->older = x->older;
-    else st->head = x->older;
-    if (x->older) x->older->newer = x->newer;
-    else st->tail = x->newer;
+    if (x->newer)
+        x->newer->older = x->older;
+    else
+        st->head = x->older;
+    if (x->older)
+        x->older->newer = x->newer;
+    else
+        st->tail = x->newer;
     x->newer = x->older = NULL;
 }
 
@@ -127,10 +131,10 @@ static void evict(rsp_store *st, double now) {
 
 int rsp_store_put(rsp_store *st, const char *id, char *items, size_t items_bytes, char *object,
                   size_t object_bytes, double now) {
-    int rc = !st || st->max_entries <= 0                              ? IFD_ERR_UNSUPPORTED /* storing is off */
-             : strlen(id) >= RSP_ID_BYTES                             ? IFD_ERR_INVALID
+    int rc = !st || st->max_entries <= 0  ? IFD_ERR_UNSUPPORTED /* storing is off */
+             : strlen(id) >= RSP_ID_BYTES ? IFD_ERR_INVALID
              : (int64_t)(items_bytes + object_bytes) > st->max_bytes ? IFD_ERR_LIMIT
-                                                                      : 0;
+                                                                     : 0;
     if (rc) {
         free(items);
         free(object);

@@ -28,7 +28,8 @@ static bool has(rsp_store *st, const char *id, double now) {
 static void test_store_basic(void) {
     rsp_store *st;
     CHECK(rsp_store_create(&st, 3, 1 << 20, 100) == 0);
-    CHECK(put(st, "a", "[1]", 0) == 0 && put(st, "b", "[2]", 1) == 0 && put(st, "c", "[3]", 2) == 0);
+    CHECK(put(st, "a", "[1]", 0) == 0 && put(st, "b", "[2]", 1) == 0 &&
+          put(st, "c", "[3]", 2) == 0);
     char *items, *obj;
     size_t ni, no;
     CHECK(rsp_store_get(st, "b", 3, &items, &ni, &obj, &no) == 0);
@@ -44,7 +45,8 @@ static void test_store_basic(void) {
     CHECK(rsp_store_get(st, "a", 8, &items, NULL, NULL, NULL) == 0 && !strcmp(items, "[9]"));
     free(items);
     CHECK(rsp_store_delete(st, "a", 9) == 0 && rsp_store_delete(st, "a", 9) == IFD_ERR_NOT_FOUND);
-    CHECK(rsp_store_get(st, "zz", 9, &items, NULL, NULL, NULL) == IFD_ERR_NOT_FOUND && items == NULL);
+    CHECK(rsp_store_get(st, "zz", 9, &items, NULL, NULL, NULL) == IFD_ERR_NOT_FOUND &&
+          items == NULL);
     char longid[RSP_ID_BYTES + 8];
     memset(longid, 'x', sizeof longid - 1);
     longid[sizeof longid - 1] = 0;
@@ -57,8 +59,8 @@ static void test_store_ttl_and_bytes(void) {
     rsp_store *st;
     CHECK(rsp_store_create(&st, 100, 1 << 20, 10) == 0);
     CHECK(put(st, "a", "[]", 0) == 0 && put(st, "b", "[]", 0) == 0);
-    CHECK(has(st, "a", 9));        /* used at 9: kept until 19 */
-    CHECK(!has(st, "b", 10.5));    /* unused since 0 */
+    CHECK(has(st, "a", 9));     /* used at 9: kept until 19 */
+    CHECK(!has(st, "b", 10.5)); /* unused since 0 */
     CHECK(has(st, "a", 19));
     CHECK(!has(st, "a", 29.5));
     CHECK(rsp_store_count(st) == 0);
@@ -66,7 +68,7 @@ static void test_store_ttl_and_bytes(void) {
 
     CHECK(rsp_store_create(&st, 100, 20, 0) == 0); /* 20 bytes: items + "{}" each */
     CHECK(put(st, "a", "[1,2,3]", 0) == 0 && put(st, "b", "[1,2,3]", 1) == 0); /* 9 + 9 */
-    CHECK(put(st, "c", "[1,2,3]", 2) == 0);                                     /* a goes */
+    CHECK(put(st, "c", "[1,2,3]", 2) == 0);                                    /* a goes */
     CHECK(!has(st, "a", 3) && has(st, "b", 3) && has(st, "c", 3));
     CHECK(put(st, "big", "[1,2,3,4,5,6,7,8,9,10,11]", 4) == IFD_ERR_LIMIT);
     CHECK(has(st, "b", 1e9)); /* ttl 0: never expires */
@@ -112,8 +114,10 @@ static cJSON *translate(rsp_store *st, const char *body, rsp_ctx **x, api_error 
     }
     cJSON *t = cJSON_Parse(sbuf_cstr(&chat));
     sbuf_free(&chat);
-    if (x) *x = ctx;
-    else rsp_ctx_destroy(ctx);
+    if (x)
+        *x = ctx;
+    else
+        rsp_ctx_destroy(ctx);
     return t;
 }
 
@@ -123,7 +127,8 @@ static const char *jstr(const cJSON *o, const char *path) {
     snprintf(buf, sizeof buf, "%s", path);
     const cJSON *v = o;
     for (char *k = strtok(buf, "."); k && v; k = strtok(NULL, "."))
-        v = (*k >= '0' && *k <= '9') ? cJSON_GetArrayItem(v, atoi(k)) : cJSON_GetObjectItemCaseSensitive(v, k);
+        v = (*k >= '0' && *k <= '9') ? cJSON_GetArrayItem(v, atoi(k))
+                                     : cJSON_GetObjectItemCaseSensitive(v, k);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
@@ -138,44 +143,58 @@ static bool jeq(const cJSON *o, const char *path, const char *want) {
 
 static void test_translate(void) {
     api_error e;
-    cJSON *c = translate(NULL, "{\"model\":\"m\",\"input\":\"hi\",\"instructions\":\"sys\",\"max_output_tokens\":2147483647,"
-                               "\"seed\":9223372036854775807,\"temperature\":0.5,\"stream\":true,\"store\":false,"
-                               "\"reasoning\":{\"effort\":\"low\"},\"metadata\":{\"a\":\"b\"}}",
-                         NULL, &e);
+    cJSON *c = translate(
+        NULL,
+        "{\"model\":\"m\",\"input\":\"hi\",\"instructions\":\"sys\",\"max_output_tokens\":"
+        "2147483647,"
+        "\"seed\":9223372036854775807,\"temperature\":0.5,\"stream\":true,\"store\":false,"
+        "\"reasoning\":{\"effort\":\"low\"},\"metadata\":{\"a\":\"b\"}}",
+        NULL, &e);
     CHECK(c != NULL);
-    CHECK(jeq(c, "model", "m") && jeq(c, "messages.0.role", "system") && jeq(c, "messages.0.content", "sys"));
+    CHECK(jeq(c, "model", "m") && jeq(c, "messages.0.role", "system") &&
+          jeq(c, "messages.0.content", "sys"));
     CHECK(jeq(c, "messages.1.role", "user") && jeq(c, "messages.1.content", "hi"));
     CHECK(jeq(c, "reasoning_effort", "low"));
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(c, "stream")));
-    CHECK(!cJSON_GetObjectItem(c, "metadata") && !cJSON_GetObjectItem(c, "store") && !cJSON_GetObjectItem(c, "input"));
+    CHECK(!cJSON_GetObjectItem(c, "metadata") && !cJSON_GetObjectItem(c, "store") &&
+          !cJSON_GetObjectItem(c, "input"));
     cJSON_Delete(c);
     /* integers go through exactly (the literal, not a double) */
     sbuf chat = {0};
     rsp_ctx *x = NULL;
-    const char *b = "{\"input\":\"hi\",\"seed\":9223372036854775807,\"max_output_tokens\":2147483647}";
+    const char *b =
+        "{\"input\":\"hi\",\"seed\":9223372036854775807,\"max_output_tokens\":2147483647}";
     CHECK(rsp_parse(NULL, b, strlen(b), 0, &x, &chat, &e) == 0);
     CHECK(strstr(sbuf_cstr(&chat), "\"seed\":9223372036854775807") != NULL);
     CHECK(strstr(sbuf_cstr(&chat), "\"max_tokens\":2147483647") != NULL);
-    CHECK(x && !x->store && !x->stream && !strncmp(x->id, "resp_", 5) && !strncmp(x->msg_id, "msg_", 4));
+    CHECK(x && !x->store && !x->stream && !strncmp(x->id, "resp_", 5) &&
+          !strncmp(x->msg_id, "msg_", 4));
     rsp_ctx_destroy(x);
     sbuf_free(&chat);
 
     /* items: developer -> system, parts -> chat text parts, calls merged into the
      * assistant's message, outputs as tool messages, reasoning skipped */
-    c = translate(NULL,
-                  "{\"input\":[{\"role\":\"developer\",\"content\":\"d\"},"
-                  "{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"u\"}]},"
-                  "{\"type\":\"reasoning\",\"id\":\"rs\",\"summary\":[]},"
-                  "{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"a\"}]},"
-                  "{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{}\"},"
-                  "{\"type\":\"function_call\",\"call_id\":\"c2\",\"name\":\"g\",\"arguments\":\"{\\\"x\\\":1}\"},"
-                  "{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"r1\"},"
-                  "{\"type\":\"function_call_output\",\"call_id\":\"c2\",\"output\":[{\"type\":\"input_text\",\"text\":\"r2\"}]},"
-                  "{\"type\":\"function_call\",\"call_id\":\"c3\",\"name\":\"h\",\"arguments\":\"\"}],"
-                  "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"description\":\"D\",\"parameters\":{\"type\":\"object\"},\"strict\":true}],"
-                  "\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"},"
-                  "\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\",\"schema\":{\"type\":\"object\"},\"strict\":true}}}",
-                  NULL, &e);
+    c = translate(
+        NULL,
+        "{\"input\":[{\"role\":\"developer\",\"content\":\"d\"},"
+        "{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":"
+        "\"u\"}]},"
+        "{\"type\":\"reasoning\",\"id\":\"rs\",\"summary\":[]},"
+        "{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\","
+        "\"text\":\"a\"}]},"
+        "{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{}\"},"
+        "{\"type\":\"function_call\",\"call_id\":\"c2\",\"name\":\"g\",\"arguments\":\"{\\\"x\\\":"
+        "1}\"},"
+        "{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"r1\"},"
+        "{\"type\":\"function_call_output\",\"call_id\":\"c2\",\"output\":[{\"type\":\"input_"
+        "text\",\"text\":\"r2\"}]},"
+        "{\"type\":\"function_call\",\"call_id\":\"c3\",\"name\":\"h\",\"arguments\":\"\"}],"
+        "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"description\":\"D\",\"parameters\":{"
+        "\"type\":\"object\"},\"strict\":true}],"
+        "\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"},"
+        "\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\",\"schema\":{\"type\":"
+        "\"object\"},\"strict\":true}}}",
+        NULL, &e);
     CHECKF(c != NULL, "%s", e.message);
     const cJSON *m = cJSON_GetObjectItem(c, "messages");
     CHECK(cJSON_GetArraySize(m) == 6);
@@ -183,16 +202,21 @@ static void test_translate(void) {
     CHECK(jeq(c, "messages.1.role", "user") && jeq(c, "messages.1.content.0.type", "text") &&
           jeq(c, "messages.1.content.0.text", "u"));
     CHECK(jeq(c, "messages.2.role", "assistant") && jeq(c, "messages.2.content.0.text", "a"));
-    CHECK(jeq(c, "messages.2.tool_calls.0.id", "c1") && jeq(c, "messages.2.tool_calls.0.function.name", "f") &&
+    CHECK(jeq(c, "messages.2.tool_calls.0.id", "c1") &&
+          jeq(c, "messages.2.tool_calls.0.function.name", "f") &&
           jeq(c, "messages.2.tool_calls.1.function.arguments", "{\"x\":1}"));
-    CHECK(jeq(c, "messages.3.role", "tool") && jeq(c, "messages.3.tool_call_id", "c1") && jeq(c, "messages.3.content", "r1"));
+    CHECK(jeq(c, "messages.3.role", "tool") && jeq(c, "messages.3.tool_call_id", "c1") &&
+          jeq(c, "messages.3.content", "r1"));
     CHECK(jeq(c, "messages.4.tool_call_id", "c2") && jeq(c, "messages.4.content.0.text", "r2"));
-    CHECK(jeq(c, "messages.5.role", "assistant") && cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 5), "content")) &&
+    CHECK(jeq(c, "messages.5.role", "assistant") &&
+          cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 5), "content")) &&
           jeq(c, "messages.5.tool_calls.0.function.name", "h"));
     CHECK(jeq(c, "tools.0.type", "function") && jeq(c, "tools.0.function.name", "f") &&
-          jeq(c, "tools.0.function.description", "D") && jeq(c, "tools.0.function.parameters.type", "object"));
+          jeq(c, "tools.0.function.description", "D") &&
+          jeq(c, "tools.0.function.parameters.type", "object"));
     CHECK(jeq(c, "tool_choice.type", "function") && jeq(c, "tool_choice.function.name", "f"));
-    CHECK(jeq(c, "response_format.type", "json_schema") && jeq(c, "response_format.json_schema.name", "n") &&
+    CHECK(jeq(c, "response_format.type", "json_schema") &&
+          jeq(c, "response_format.json_schema.name", "n") &&
           jeq(c, "response_format.json_schema.schema.type", "object"));
     cJSON_Delete(c);
 }
@@ -206,8 +230,8 @@ static void expect_400(const char *body, const char *param, const char *code) {
     if (rc == 0) {
         rsp_ctx_destroy(x);
     } else {
-        CHECKF(e.status == 400 && !strcmp(e.param, param) && e.code && !strcmp(e.code, code), "%s: %d %s %s (%s)", body,
-               e.status, e.param, e.code ? e.code : "null", e.message);
+        CHECKF(e.status == 400 && !strcmp(e.param, param) && e.code && !strcmp(e.code, code),
+               "%s: %d %s %s (%s)", body, e.status, e.param, e.code ? e.code : "null", e.message);
     }
     sbuf_free(&chat);
 }
@@ -216,19 +240,22 @@ static void test_translate_errors(void) {
     expect_400("{}", "input", "missing_required_parameter");
     expect_400("{\"input\":[]}", "input", "invalid_value");
     expect_400("{\"input\":[{\"type\":\"x\"}]}", "input[0].type", "invalid_value");
-    expect_400("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\"}]}]}", "input[0].content[0].type",
-               "unsupported_value");
-    expect_400("{\"input\":\"x\",\"max_output_tokens\":2147483648}", "max_output_tokens", "invalid_value");
+    expect_400("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\"}]}]}",
+               "input[0].content[0].type", "unsupported_value");
+    expect_400("{\"input\":\"x\",\"max_output_tokens\":2147483648}", "max_output_tokens",
+               "invalid_value");
     expect_400("{\"input\":\"x\",\"max_output_tokens\":-1}", "max_output_tokens", "invalid_value");
-    expect_400("{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"strict\":1}]}", "tools[0].strict",
-               "invalid_type");
-    expect_400("{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\",\"schema\":{},\"strict\":\"y\"}}}",
+    expect_400("{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"strict\":1}]}",
+               "tools[0].strict", "invalid_type");
+    expect_400("{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\","
+               "\"schema\":{},\"strict\":\"y\"}}}",
                "text.format.strict", "invalid_type");
     expect_400("{\"input\":\"x\",\"metadata\":{\"k\":null}}", "metadata", "invalid_type");
     expect_400("{\"input\":\"x\",\"input\":\"y\"}", "input", "duplicate_key");
     expect_400("{\"input\":\"\\ud800\"}", "", "invalid_json");
     /* an unknown key is never echoed in an error path */
-    expect_400("{\"input\":[{\"role\":\"user\",\"content\":\"x\",\"SECRET\":1,\"SECRET\":2}]}", "input[0]", "duplicate_key");
+    expect_400("{\"input\":[{\"role\":\"user\",\"content\":\"x\",\"SECRET\":1,\"SECRET\":2}]}",
+               "input[0]", "duplicate_key");
     /* the chat path's params, renamed */
     api_error e;
     api_fail(&e, 400, "x", "max_tokens", "m");
@@ -246,23 +273,28 @@ static void test_translate_errors(void) {
 static void test_previous(void) {
     rsp_store *st;
     CHECK(rsp_store_create(&st, 8, 1 << 20, 0) == 0);
-    const char *prev = "[{\"type\":\"message\",\"role\":\"user\",\"content\":\"q1\"},"
-                       "{\"type\":\"message\",\"role\":\"assistant\",\"id\":\"msg_1\",\"status\":\"completed\","
-                       "\"content\":[{\"type\":\"output_text\",\"text\":\"a1\",\"annotations\":[]}]}]";
+    const char *prev =
+        "[{\"type\":\"message\",\"role\":\"user\",\"content\":\"q1\"},"
+        "{\"type\":\"message\",\"role\":\"assistant\",\"id\":\"msg_1\",\"status\":\"completed\","
+        "\"content\":[{\"type\":\"output_text\",\"text\":\"a1\",\"annotations\":[]}]}]";
     CHECK(put(st, "resp_1", prev, 0) == 0);
     api_error e;
     rsp_ctx *x = NULL;
-    cJSON *c = translate(st, "{\"input\":\"q2\",\"previous_response_id\":\"resp_1\",\"instructions\":\"i\"}", &x, &e);
+    cJSON *c = translate(
+        st, "{\"input\":\"q2\",\"previous_response_id\":\"resp_1\",\"instructions\":\"i\"}", &x,
+        &e);
     CHECK(c != NULL);
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(c, "messages")) == 4);
     CHECK(jeq(c, "messages.0.content", "i") && jeq(c, "messages.1.content", "q1") &&
           jeq(c, "messages.2.content.0.text", "a1") && jeq(c, "messages.3.content", "q2"));
-    CHECK(x && x->store == st && cJSON_GetArraySize(x->items) == 3); /* the conversation, without instructions */
+    CHECK(x && x->store == st &&
+          cJSON_GetArraySize(x->items) == 3); /* the conversation, without instructions */
     rsp_ctx_destroy(x);
     cJSON_Delete(c);
     c = translate(st, "{\"input\":\"q\",\"previous_response_id\":\"resp_2\"}", NULL, &e);
     CHECK(!c && e.status == 404 && !strcmp(e.code, "previous_response_not_found") &&
-          !strcmp(e.param, "previous_response_id") && e.type && !strcmp(e.type, "invalid_request_error"));
+          !strcmp(e.param, "previous_response_id") && e.type &&
+          !strcmp(e.type, "invalid_request_error"));
     CHECK(strstr(e.message, "'resp_2'") != NULL);
     c = translate(st, "{\"input\":\"q\",\"previous_response_id\":\"<script>\"}", NULL, &e);
     CHECK(!c && e.status == 404 && !strstr(e.message, "<script>"));
@@ -317,9 +349,10 @@ static rsp_ctx *ctx_for(const char *body) {
     return x;
 }
 
-static const char *TOOL_BODY = "{\"input\":\"w\",\"tools\":[{\"type\":\"function\",\"name\":\"get_weather\"}]}";
-static const char *CALL_TEXT =
-    "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+static const char *TOOL_BODY =
+    "{\"input\":\"w\",\"tools\":[{\"type\":\"function\",\"name\":\"get_weather\"}]}";
+static const char *CALL_TEXT = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", "
+                               "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
 
 static void test_body(void) {
     fake f;
@@ -338,7 +371,8 @@ static void test_body(void) {
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(r, "output")) == 1);
     CHECK(jeq(r, "metadata.a", "b") && jeq(r, "model", "m") && jeq(r, "id", x->id));
     const cJSON *u = cJSON_GetObjectItem(r, "usage");
-    CHECK(cJSON_GetObjectItem(u, "input_tokens")->valueint == 5 && cJSON_GetObjectItem(u, "output_tokens")->valueint == 7 &&
+    CHECK(cJSON_GetObjectItem(u, "input_tokens")->valueint == 5 &&
+          cJSON_GetObjectItem(u, "output_tokens")->valueint == 7 &&
           cJSON_GetObjectItem(u, "total_tokens")->valueint == 12);
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(r, "error")));
     cJSON_Delete(r);
@@ -352,11 +386,15 @@ static void test_body(void) {
     fake_finish(&f, CALL_TEXT, INFERD_FINISH_STOP);
     CHECK(rsp_body(x, &f.g, &b, &e) == 200);
     r = cJSON_Parse(sbuf_cstr(&b));
-    CHECK(jeq(r, "status", "completed") && cJSON_IsNull(cJSON_GetObjectItem(r, "incomplete_details")));
-    CHECK(jeq(r, "output.0.type", "message") && jeq(r, "output.0.content.0.text", "Let me check.\n"));
+    CHECK(jeq(r, "status", "completed") &&
+          cJSON_IsNull(cJSON_GetObjectItem(r, "incomplete_details")));
+    CHECK(jeq(r, "output.0.type", "message") &&
+          jeq(r, "output.0.content.0.text", "Let me check.\n"));
     CHECK(jeq(r, "output.1.type", "function_call") && jeq(r, "output.1.name", "get_weather") &&
-          jeq(r, "output.1.arguments", "{\"city\":\"Paris\"}") && jeq(r, "output.1.status", "completed"));
-    CHECK(!strncmp(jstr(r, "output.1.id"), "fc_", 3) && !strncmp(jstr(r, "output.1.call_id"), "call_", 5));
+          jeq(r, "output.1.arguments", "{\"city\":\"Paris\"}") &&
+          jeq(r, "output.1.status", "completed"));
+    CHECK(!strncmp(jstr(r, "output.1.id"), "fc_", 3) &&
+          !strncmp(jstr(r, "output.1.call_id"), "call_", 5));
     CHECK(jeq(r, "tools.0.name", "get_weather") && jeq(r, "tools.0.type", "function"));
     cJSON_Delete(r);
     sbuf_free(&b);
@@ -366,10 +404,12 @@ static void test_body(void) {
     /* only whitespace before the call: no message item */
     fake_init(&f, true);
     x = ctx_for(TOOL_BODY);
-    fake_finish(&f, "\n<tool_call>{\"name\":\"get_weather\",\"arguments\":{}}</tool_call>", INFERD_FINISH_STOP);
+    fake_finish(&f, "\n<tool_call>{\"name\":\"get_weather\",\"arguments\":{}}</tool_call>",
+                INFERD_FINISH_STOP);
     CHECK(rsp_body(x, &f.g, &b, &e) == 200);
     r = cJSON_Parse(sbuf_cstr(&b));
-    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(r, "output")) == 1 && jeq(r, "output.0.type", "function_call"));
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(r, "output")) == 1 &&
+          jeq(r, "output.0.type", "function_call"));
     cJSON_Delete(r);
     sbuf_free(&b);
     rsp_ctx_destroy(x);
@@ -440,8 +480,10 @@ static void test_stream(void) {
     CHECK(!strstr(sbuf_cstr(&all), "[DONE]"));
     events_of(sbuf_cstr(&all), &types, &deltas, &seq);
     const char *want =
-        "response.created response.in_progress response.output_item.added response.content_part.added "
-        "response.output_text.delta response.output_text.delta response.output_text.delta response.output_text.done "
+        "response.created response.in_progress response.output_item.added "
+        "response.content_part.added "
+        "response.output_text.delta response.output_text.delta response.output_text.delta "
+        "response.output_text.done "
         "response.content_part.done response.output_item.done response.output_item.added "
         "response.function_call_arguments.delta response.function_call_arguments.done "
         "response.output_item.done response.completed";
@@ -450,7 +492,8 @@ static void test_stream(void) {
     /* the final object has the ids of the events */
     const char *last = strstr(sbuf_cstr(&all), "event: response.completed");
     cJSON *d = last ? cJSON_Parse(strstr(last, "data: ") + 6) : NULL;
-    CHECK(d && jeq(d, "response.output.0.id", x->msg_id) && jeq(d, "response.output.1.id", x->fc_ids[0]) &&
+    CHECK(d && jeq(d, "response.output.0.id", x->msg_id) &&
+          jeq(d, "response.output.1.id", x->fc_ids[0]) &&
           jeq(d, "response.output.1.call_id", x->tc.v[0].id) && jeq(d, "response.id", x->id));
     CHECK(strstr(sbuf_cstr(&all), x->fc_ids[0]) < last); /* the same id in the item's own events */
     cJSON_Delete(d);
@@ -468,9 +511,10 @@ static void test_stream(void) {
     f.g.all_done = true;
     CHECK(rsp_sse_fill(x, &f.g, &o));
     events_of(sbuf_cstr(&o), &types, &deltas, &seq);
-    CHECKF(!strcmp(sbuf_cstr(&types), "response.created response.in_progress response.failed"), "%s",
-           sbuf_cstr(&types));
-    CHECK(strstr(sbuf_cstr(&o), "\"error\":{\"code\":\"engine_error\",\"message\":\"boom\"}") != NULL);
+    CHECKF(!strcmp(sbuf_cstr(&types), "response.created response.in_progress response.failed"),
+           "%s", sbuf_cstr(&types));
+    CHECK(strstr(sbuf_cstr(&o), "\"error\":{\"code\":\"engine_error\",\"message\":\"boom\"}") !=
+          NULL);
     rsp_ctx_destroy(x);
     fake_free(&f);
     sbuf_free(&o);
@@ -481,12 +525,14 @@ static void test_stream(void) {
 
 static void test_json_write(void) {
     json_error je;
-    const char *src = "{\"a\":[1,2.50,-0,1e400,9223372036854775807],\"b\":\"\\u00e9\\n\",\"c\":{\"d\":null,\"e\":true}}";
+    const char *src = "{\"a\":[1,2.50,-0,1e400,9223372036854775807],\"b\":\"\\u00e9\\n\",\"c\":{"
+                      "\"d\":null,\"e\":true}}";
     cJSON *t = json_parse(src, strlen(src), NULL, &je);
     CHECK(t != NULL);
     sbuf o = {0};
     json_write(&o, t);
-    CHECKF(!strcmp(sbuf_cstr(&o), "{\"a\":[1,2.50,-0,1e400,9223372036854775807],\"b\":\"\xc3\xa9\\n\",\"c\":{\"d\":null,\"e\":true}}"),
+    CHECKF(!strcmp(sbuf_cstr(&o), "{\"a\":[1,2.50,-0,1e400,9223372036854775807],\"b\":"
+                                  "\"\xc3\xa9\\n\",\"c\":{\"d\":null,\"e\":true}}"),
            "%s", sbuf_cstr(&o));
     cJSON_Delete(t);
     sbuf_reset(&o);
@@ -499,5 +545,6 @@ static void test_json_write(void) {
     sbuf_free(&o);
 }
 
-TEST_MAIN(T(test_store_basic), T(test_store_ttl_and_bytes), T(test_store_threads), T(test_translate),
-          T(test_translate_errors), T(test_previous), T(test_body), T(test_stream), T(test_json_write))
+TEST_MAIN(T(test_store_basic), T(test_store_ttl_and_bytes), T(test_store_threads),
+          T(test_translate), T(test_translate_errors), T(test_previous), T(test_body),
+          T(test_stream), T(test_json_write))
