@@ -198,7 +198,8 @@ def test_stream(client):
     assert final.usage.input_tokens == full.usage.input_tokens
     assert final.usage.output_tokens == full.usage.output_tokens
     assert final.status == full.status and final.id != full.id
-    assert sum(e.type == "response.output_text.delta" for e in events) >= 2  # sent as produced
+    # (that deltas go out as they are produced: test_disconnect_mid_stream_aborts reads
+    # several before the end, on a server slow enough to tell)
 
 
 def test_stream_raw_sse(srv):
@@ -311,12 +312,12 @@ def test_store_is_bounded(client):
 
 
 def test_store_ttl():
-    s = Server("--responses-store-ttl", "0.5")
+    s = Server("--responses-store-ttl", "1.5")
     try:
         c = openai.OpenAI(base_url=s.base_url, api_key="unused", max_retries=0)
         r = c.responses.create(model=MODEL, input="ROMEO:", max_output_tokens=2)
         c.responses.retrieve(r.id)
-        time.sleep(1.0)
+        time.sleep(2.5)
         with pytest.raises(openai.NotFoundError):
             c.responses.retrieve(r.id)
     finally:
