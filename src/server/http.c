@@ -1,8 +1,9 @@
 /* http.c — the application on top of httpd.c: per-request context, routing, API keys,
  * CORS, the connection reserve, the small endpoints, the generation endpoints
  * (non-streaming: answered from on_wake once done; streaming: each wake writes the SSE
- * events that are ready), and the one place errors become HTTP responses. Runs on the
- * httpd I/O threads. */
+ * events that are ready; /v1/responses runs as the chat request rsp.h translates it
+ * into, rendered by rsp_out.c), and the one place errors become HTTP responses. Runs on
+ * the httpd I/O threads. */
 #include "http.h"
 
 #include <ctype.h>
