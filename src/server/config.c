@@ -195,6 +195,13 @@ static const cfg_opt OPTS[] = {
      "seconds of silence before a ': keep-alive' comment on a stream"},
     {"shutdown-timeout", NULL, S, CFG_FLOAT, O(shutdown_timeout_s), "30", 0, 86400, NULL, false,
      "on SIGTERM, seconds in-flight requests get to finish before they are aborted"},
+    {"responses-store-max", NULL, S, CFG_INT, O(responses_store_max), "1024", 0, 1 << 24, NULL, false,
+     "finished /v1/responses kept in memory for previous_response_id and GET /v1/responses/{id}, "
+     "least recently used dropped first (0 = keep none)"},
+    {"responses-store-max-bytes", NULL, S, CFG_SIZE, O(responses_store_max_bytes), "256M", 0, BIG, NULL, false,
+     "bytes of stored responses (their conversations and objects) at most"},
+    {"responses-store-ttl", NULL, S, CFG_FLOAT, O(responses_store_ttl_s), "3600", 0, 1e9, NULL, false,
+     "seconds a stored response is kept after its last use (0 = no expiry)"},
     {"template-timeout", NULL, S, CFG_FLOAT, O(template_timeout_s), "2", 0.01, 600, NULL, false,
      "seconds one chat-template render may take"},
     {"template-max-bytes", NULL, S, CFG_SIZE, O(template_max_bytes), "4M", 4096, 1 << 30, NULL, false,

@@ -79,6 +79,10 @@ typedef struct server_config {
     int64_t retry_after_s;
     double keepalive_s;
     double shutdown_timeout_s;
+    /* /v1/responses: the store of finished responses (previous_response_id, GET) */
+    int64_t responses_store_max;
+    int64_t responses_store_max_bytes;
+    double responses_store_ttl_s;
     /* chat template rendering limits */
     double template_timeout_s;
     int64_t template_max_bytes;

@@ -1,8 +1,9 @@
 /* http.c — the application on top of httpd.c: per-request context, routing, API keys,
  * CORS, the connection reserve, the small endpoints, the generation endpoints
  * (non-streaming: answered from on_wake once done; streaming: each wake writes the SSE
- * events that are ready), and the one place errors become HTTP responses. Runs on the
- * httpd I/O threads. */
+ * events that are ready; /v1/responses runs as the chat request rsp.h translates it
+ * into, rendered by rsp_out.c), and the one place errors become HTTP responses. Runs on
+ * the httpd I/O threads. */
 #include "http.h"
 
 #include <ctype.h>
@@ -14,6 +15,7 @@
 #include "httpd.h"
 #include "model/model.h"
 #include "response.h"
+#include "rsp.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
 
@@ -51,7 +53,8 @@ struct http_req {
     const char *err_code;
     bool client_slot; /* holds a per-client concurrency slot */
     gen_req *gen;
-    sbuf wbuf; /* streaming: SSE bytes formatted for one write */
+    rsp_ctx *rsp; /* POST /v1/responses: the request's Responses side (rsp.h) */
+    sbuf wbuf;    /* streaming: SSE bytes formatted for one write */
 };
 
 /* ---- responses: every response goes through respond(); every error through
@@ -70,10 +73,12 @@ static int common_headers(http_req *hr, httpd_header *h, int n) {
     return n;
 }
 
+static void allowed_methods(const route *rt, char *buf, size_t cap);
+
 static int respond(http_req *hr, int status, const char *ctype, sbuf *body, const api_error *e) {
     httpd_header h[MAX_RESP_HEADERS];
     int n = 0;
-    char ra[24];
+    char ra[24], allow[64];
     h[n++] = (httpd_header){"Content-Type", ctype};
     n = common_headers(hr, h, n);
     if (status == 503 || status == 429) {
@@ -81,7 +86,10 @@ static int respond(http_req *hr, int status, const char *ctype, sbuf *body, cons
         h[n++] = (httpd_header){"Retry-After", ra};
     }
     if (status == 401) h[n++] = (httpd_header){"WWW-Authenticate", "Bearer"};
-    if (status == 405 && hr->rt) h[n++] = (httpd_header){"Allow", !strcmp(hr->rt->method, "GET") ? "GET, HEAD" : hr->rt->method};
+    if (status == 405 && hr->rt) {
+        allowed_methods(hr->rt, allow, sizeof allow);
+        h[n++] = (httpd_header){"Allow", allow};
+    }
     hr->status = status;
     hr->err_code = e ? e->code : NULL;
     hr->responded = true;
@@ -464,7 +472,7 @@ static void stream_pump(http_req *hr) {
     sbuf_reset(&hr->wbuf);
     const double now = ifd_now_s();
     pthread_mutex_lock(&g->mu);
-    bool done = sse_fill(g, &hr->wbuf);
+    bool done = hr->rsp ? rsp_sse_fill(hr->rsp, g, &hr->wbuf) : sse_fill(g, &hr->wbuf);
     if (hr->wbuf.n == 0 && !done && now - g->t_last_write >= hr->s->cfg.keepalive_s) sse_keepalive(&hr->wbuf);
     if (hr->wbuf.n) g->t_last_write = now;
     pthread_mutex_unlock(&g->mu);
@@ -485,7 +493,7 @@ static int finish_nonstream(http_req *hr) {
         pthread_mutex_unlock(&g->mu);
         return 0;
     }
-    int status = resp_body(g, &b, &e);
+    int status = hr->rsp ? rsp_body(hr->rsp, g, &b, &e) : resp_body(g, &b, &e);
     pthread_mutex_unlock(&g->mu);
     if (status != 200) {
         sbuf_free(&b);
@@ -494,7 +502,9 @@ static int finish_nonstream(http_req *hr) {
     return respond_json(hr, &b);
 }
 
-static int generate(http_req *hr, oai_kind kind) {
+/* A generation request whose body (body, n) is in the chat or completions shape:
+ * the request's own, or the chat translation of a Responses request (hr->rsp). */
+static int generate_body(http_req *hr, oai_kind kind, const char *body, size_t body_n) {
     server *s = hr->s;
     api_error e;
     oai_limits lim = {.max_n = (int32_t)s->cfg.max_n,
@@ -505,8 +515,9 @@ static int generate(http_req *hr, oai_kind kind) {
                       .n_vocab = s->n_vocab,
                       .allow_request_chat_template = s->cfg.allow_request_chat_template};
     oai_request r;
-    if (oai_parse(&r, kind, hr->body, hr->body_n, &lim, &e)) {
+    if (oai_parse(&r, kind, body, body_n, &lim, &e)) {
         oai_request_free(&r);
+        if (hr->rsp) rsp_chat_error(&e);
         return http_error(hr, &e);
     }
     if (!server_model_matches(s, r.model)) {
@@ -521,6 +532,7 @@ static int generate(http_req *hr, oai_kind kind) {
     }
     if (gen_prepare(s, &r, &e)) {
         oai_request_free(&r);
+        if (hr->rsp) rsp_chat_error(&e);
         return http_error(hr, &e);
     }
     bool stream = r.stream;
@@ -540,12 +552,67 @@ static int generate(http_req *hr, oai_kind kind) {
     return ret;
 }
 
-static int ep_chat(http_req *hr) { return generate(hr, OAI_CHAT); }
-static int ep_completions(http_req *hr) { return generate(hr, OAI_COMPLETION); }
+static int ep_chat(http_req *hr) { return generate_body(hr, OAI_CHAT, hr->body, hr->body_n); }
+static int ep_completions(http_req *hr) { return generate_body(hr, OAI_COMPLETION, hr->body, hr->body_n); }
+
+/* ---- /v1/responses (rsp.h): translated into a chat request, rendered back ---------- */
+
+static int ep_responses(http_req *hr) {
+    api_error e;
+    sbuf chat = {0};
+    if (rsp_parse(hr->s->responses, hr->body, hr->body_n, ifd_now_s(), &hr->rsp, &chat, &e)) {
+        sbuf_free(&chat);
+        return http_error(hr, &e);
+    }
+    int rc = generate_body(hr, OAI_CHAT, chat.p, chat.n);
+    sbuf_free(&chat);
+    return rc;
+}
+
+/* GET / DELETE /v1/responses/{id}: the stored response. */
+static int ep_response_id(http_req *hr) {
+    const char *id = hr->url + strlen("/v1/responses/");
+    char buf[RSP_ID_BYTES];
+    size_t k = strlen(id);
+    while (k && id[k - 1] == '/') k--;
+    bool ok = k > 0 && k < sizeof buf;
+    if (ok) {
+        memcpy(buf, id, k);
+        buf[k] = 0;
+        ok = rsp_id_ok(buf);
+    }
+    const bool del = !strcmp(hr->method, "DELETE");
+    char *obj = NULL;
+    size_t n = 0;
+    int rc = !ok ? IFD_ERR_NOT_FOUND
+             : del ? rsp_store_delete(hr->s->responses, buf, ifd_now_s())
+                   : rsp_store_get(hr->s->responses, buf, ifd_now_s(), NULL, NULL, &obj, &n);
+    if (rc == IFD_ERR_NOMEM) return http_errorf(hr, 500, NULL, NULL, "out of memory");
+    if (rc) {
+        api_error e;
+        if (ok) api_fail(&e, 404, "response_not_found", NULL, "Response with id '%s' not found.", buf);
+        else api_fail(&e, 404, "response_not_found", NULL, "Response not found.");
+        e.type = "invalid_request_error";
+        return http_error(hr, &e);
+    }
+    sbuf b = {0};
+    if (del) {
+        sbuf_puts(&b, "{\"id\":");
+        sbuf_json_str(&b, buf, strlen(buf));
+        sbuf_puts(&b, ",\"object\":\"response.deleted\",\"deleted\":true}");
+    } else {
+        sbuf_put(&b, obj, n);
+        free(obj);
+    }
+    return respond_json(hr, &b);
+}
 
 static const route ROUTES[] = {
     {"/v1/chat/completions", "POST", ep_chat, false, true, false, false, false},
     {"/v1/completions", "POST", ep_completions, false, true, false, false, false},
+    {"/v1/responses", "POST", ep_responses, false, true, false, false, false},
+    {"/v1/responses/", "GET", ep_response_id, false, false, false, true, false},
+    {"/v1/responses/", "DELETE", ep_response_id, false, false, false, true, false},
     {"/v1/models", "GET", ep_models, false, true, false, false, false},
     {"/v1/models/", "GET", ep_model, false, true, false, true, false},
     {"/tokenize", "POST", ep_tokenize, false, true, false, false, false},
@@ -555,15 +622,39 @@ static const route ROUTES[] = {
     {"/metrics", "GET", ep_metrics, false, false, true, false, true},
 };
 
-static const route *route_find(const char *url) {
+static bool route_matches(const route *r, const char *url, size_t n) {
+    size_t k = strlen(r->path);
+    return r->prefix ? (n > k && !strncmp(url, r->path, k)) : (n == k && !strncmp(url, r->path, k));
+}
+
+static bool method_matches(const route *r, const char *method) {
+    return !strcmp(method, r->method) || (!strcmp(method, "HEAD") && !strcmp(r->method, "GET"));
+}
+
+/* The route of url for method; the path's first route when none takes the method
+ * (answered 405). */
+static const route *route_find(const char *url, const char *method) {
     size_t n = strlen(url);
     while (n > 1 && url[n - 1] == '/') n--; /* "/v1/models/" == "/v1/models" */
+    const route *first = NULL;
     for (size_t i = 0; i < IFD_ARRAY_LEN(ROUTES); i++) {
         const route *r = &ROUTES[i];
-        size_t k = strlen(r->path);
-        if (r->prefix ? (n > k && !strncmp(url, r->path, k)) : (n == k && !strncmp(url, r->path, k))) return r;
+        if (!route_matches(r, url, n)) continue;
+        if (method_matches(r, method)) return r;
+        if (!first) first = r;
     }
-    return NULL;
+    return first;
+}
+
+/* The Allow header of a 405: the methods of every route with rt's path. */
+static void allowed_methods(const route *rt, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (size_t i = 0; i < IFD_ARRAY_LEN(ROUTES); i++) {
+        const route *r = &ROUTES[i];
+        if (strcmp(r->path, rt->path) || r->prefix != rt->prefix) continue;
+        size_t k = strlen(buf);
+        snprintf(buf + k, cap - k, "%s%s", k ? ", " : "", !strcmp(r->method, "GET") ? "GET, HEAD" : r->method);
+    }
 }
 
 /* ---- the httpd callbacks ----------------------------------------------------------- */
@@ -620,7 +711,7 @@ static int preflight(http_req *hr) {
     const char *req_h = httpd_header_get(hr->rq, "Access-Control-Request-Headers");
     httpd_header h[MAX_RESP_HEADERS];
     int n = common_headers(hr, h, 0);
-    h[n++] = (httpd_header){"Access-Control-Allow-Methods", "GET, POST, OPTIONS"};
+    h[n++] = (httpd_header){"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"};
     h[n++] = (httpd_header){"Access-Control-Allow-Headers",
                             req_h && *req_h && header_list_ok(req_h) ? req_h
                                                                     : "Authorization, Content-Type, X-Request-Id"};
@@ -643,8 +734,7 @@ static void precheck(http_req *hr) {
         preflight(hr);
         return;
     }
-    bool is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    bool method_ok = r && (!strcmp(method, r->method) || (is_get && !strcmp(r->method, "GET")));
+    bool method_ok = r && method_matches(r, method);
     if (!(r && r->open && method_ok) && !authorized(hr)) {
         http_errorf(hr, 401, "invalid_api_key", NULL, "Missing or invalid API key.");
         return;
@@ -694,7 +784,7 @@ static void on_head(void *app, httpd_conn *c, const httpd_request *rq) {
     snprintf(hr->method, sizeof hr->method, "%s", rq->method);
     snprintf(hr->path, sizeof hr->path, "%s", rq->path);
     snprintf(hr->client, sizeof hr->client, "%s", rq->client);
-    hr->rt = route_find(rq->path);
+    hr->rt = route_find(rq->path, rq->method);
     request_id(hr);
     const char *echo = origin_allowed(s, httpd_header_get(rq, "Origin"));
     if (echo && strlen(echo) < sizeof hr->origin) snprintf(hr->origin, sizeof hr->origin, "%s", echo);
@@ -787,6 +877,7 @@ static void on_done(void *app, httpd_conn *c, void *user, httpd_done why_done) {
         slog_request(&L);
     }
     client_release(hr);
+    rsp_ctx_destroy(hr->rsp);
     sbuf_free(&hr->wbuf);
     if (hr->counted) atomic_fetch_sub(&s->inflight, 1);
     free(hr);

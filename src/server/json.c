@@ -3,8 +3,8 @@
  * value, number literals kept in `valuestring`, and a sort of each object's keys for
  * the duplicate check (O(k log k), no hash an attacker could flood).
  *
- * It does not print JSON, and assumes the C locale for strtod (inferd never calls
- * setlocale). Any thread; no shared state. */
+ * json_write prints a tree back out. Assumes the C locale for strtod and printf
+ * (inferd never calls setlocale). Any thread; no shared state. */
 #include "json.h"
 
 #include <math.h>
@@ -519,4 +519,45 @@ json_int_status json_int64(const cJSON *v, int64_t *out) {
     if (d < -9223372036854775808.0 || d >= 9223372036854775808.0) return JSON_INT_RANGE;
     *out = (int64_t)d;
     return JSON_INT_OK;
+}
+
+/* ---- output ------------------------------------------------------------------------ */
+
+void json_write(sbuf *o, const cJSON *v) {
+    if (!v) {
+        sbuf_puts(o, "null");
+        return;
+    }
+    switch (v->type & 0xff) {
+    case cJSON_NULL: sbuf_puts(o, "null"); break;
+    case cJSON_False: sbuf_puts(o, "false"); break;
+    case cJSON_True: sbuf_puts(o, "true"); break;
+    case cJSON_Raw: sbuf_puts(o, v->valuestring ? v->valuestring : "null"); break;
+    case cJSON_String: sbuf_json_str(o, v->valuestring, strlen(v->valuestring)); break;
+    case cJSON_Number: {
+        const double d = v->valuedouble;
+        if (v->valuestring) sbuf_puts(o, v->valuestring);
+        else if (isfinite(d) && d == floor(d) && fabs(d) < 9007199254740992.0) sbuf_printf(o, "%lld", (long long)d);
+        else if (isfinite(d)) sbuf_printf(o, "%.17g", d);
+        else sbuf_json_num(o, d);
+        break;
+    }
+    case cJSON_Array:
+    case cJSON_Object: {
+        const bool obj = (v->type & 0xff) == cJSON_Object;
+        sbuf_puts(o, obj ? "{" : "[");
+        for (const cJSON *c = v->child; c; c = c->next) {
+            if (c != v->child) sbuf_puts(o, ",");
+            if (obj) {
+                const char *k = c->string ? c->string : "";
+                sbuf_json_str(o, k, strlen(k));
+                sbuf_puts(o, ":");
+            }
+            json_write(o, c);
+        }
+        sbuf_puts(o, obj ? "}" : "]");
+        break;
+    }
+    default: sbuf_puts(o, "null"); break;
+    }
 }

@@ -14,8 +14,10 @@
  * cJSON sets it (strtod; 1e400 -> inf). Code that changes a number node in place must
  * clear its valuestring (nothing in inferd does).
  *
- * What it does not do: streaming, comments, NaN/Infinity, any output (cJSON_Print
- * writes trees back out). Any thread; no shared state. */
+ * json_write() writes a tree back out (numbers by their literal when they have one,
+ * so a tree parsed here and written again keeps every integer exact).
+ *
+ * What it does not do: streaming, comments, NaN/Infinity. Any thread; no shared state. */
 #ifndef INFERD_SERVER_JSON_H
 #define INFERD_SERVER_JSON_H
 #include "../util/layer/server.h"
@@ -78,5 +80,12 @@ typedef enum json_int_status {
  * (1.0000000000000001 is not 1). Without a literal (a tree not from json_parse) the
  * double is all there is: integral doubles in [-2^63, 2^63) convert. */
 json_int_status json_int64(const cJSON *v, int64_t *out);
+
+struct sbuf;
+/* v as compact JSON appended to out: numbers by their literal (json_parse's) or, for
+ * nodes made elsewhere, integral doubles as integers and others with 17 digits;
+ * strings through sbuf_json_str (invalid UTF-8 repaired); a cJSON_Raw node verbatim.
+ * Recurses once per nesting level. */
+void json_write(struct sbuf *out, const cJSON *v);
 
 #endif

@@ -15,6 +15,7 @@
 int api_fail(api_error *e, int status, const char *code, const char *param, const char *fmt, ...) {
     e->status = status;
     e->code = code;
+    e->type = NULL;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);
@@ -38,7 +39,7 @@ void api_error_json(sbuf *o, const api_error *e) {
     sbuf_puts(o, "{\"error\":{\"message\":");
     sbuf_json_str(o, e->message, strlen(e->message));
     sbuf_puts(o, ",\"type\":");
-    const char *t = error_type(e->status);
+    const char *t = e->type ? e->type : error_type(e->status);
     sbuf_json_str(o, t, strlen(t));
     sbuf_puts(o, ",\"param\":");
     if (e->param[0]) sbuf_json_str(o, e->param, strlen(e->param));
@@ -127,7 +128,7 @@ static const char *const KNOWN_FIELDS[] = {
     "tool_choice", "tools", "top_k", "top_logprobs", "top_p", "type", "url", "user",
 };
 
-static bool known_field(const char *key) {
+bool oai_known_field(const char *key) {
     for (size_t i = 0; i < IFD_ARRAY_LEN(KNOWN_FIELDS); i++)
         if (!strcmp(KNOWN_FIELDS[i], key)) return true;
     return false;
@@ -173,11 +174,15 @@ static void json_fail(const json_error *j, api_error *e) {
 }
 
 cJSON *oai_parse_object(const char *body, size_t n, api_error *e) {
+    return oai_parse_object_keys(body, n, NULL, e);
+}
+
+cJSON *oai_parse_object_keys(const char *body, size_t n, bool (*key_ok)(const char *key), api_error *e) {
     if (n == 0) {
         api_fail(e, 400, "invalid_json", NULL, "the request body is empty; expected a JSON object");
         return NULL;
     }
-    const json_opts opts = {.max_depth = JSON_DEFAULT_MAX_DEPTH, .key_ok = known_field};
+    const json_opts opts = {.max_depth = JSON_DEFAULT_MAX_DEPTH, .key_ok = key_ok ? key_ok : oai_known_field};
     json_error je;
     cJSON *root = json_parse(body, n, &opts, &je);
     if (!root) {

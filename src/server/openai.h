@@ -23,6 +23,7 @@ typedef struct api_error {
     const char *code; /* static: "invalid_value", "context_length_exceeded", ... or NULL */
     char param[128];  /* the offending field ("" = null) */
     char message[512];
+    const char *type; /* static; NULL: from the status (api_fail leaves it NULL) */
 } api_error;
 
 /* Fill e and return -1 (so `return api_fail(...)` reads naturally). */
@@ -104,6 +105,11 @@ void oai_request_free(oai_request *r); /* accepts a half-built request */
  * object (strict JSON as above, a JSON object) or fail with 400. Its number nodes
  * carry their literal (json.h), which oai_parse_ids reads. */
 cJSON *oai_parse_object(const char *body, size_t n, api_error *e);
+/* The same, with the keys an error may name decided by key_ok (NULL: oai_known_field). */
+cJSON *oai_parse_object_keys(const char *body, size_t n, bool (*key_ok)(const char *key), api_error *e);
+/* The request fields of the chat and completions APIs (and inferd's extensions): the
+ * keys an error message may show. */
+bool oai_known_field(const char *key);
 /* Token ids from a JSON array: each an integer in [0, n_vocab), read exactly. */
 int oai_parse_ids(const cJSON *arr, const char *param, int32_t n_vocab, int32_t **ids,
                   int32_t *n_ids, api_error *e);

@@ -22,6 +22,7 @@
 #include "engine/engine_model.h"
 #include "gen.h"
 #include "http.h"
+#include "rsp.h"
 #include "model/model.h"
 #include "util/common.h"
 #include "util/log.h"
@@ -154,6 +155,7 @@ static void server_deinit(server *s) {
     if (s->engine) inferd_engine_destroy(s->engine);
     chat_destroy(s->chat);
     metrics_destroy(s->metrics);
+    rsp_store_destroy(s->responses);
     for (int i = 0; i < s->n_keys; i++) free(s->keys[i]);
     free(s->keys);
     for (int i = 0; i < s->n_names; i++) free(s->names[i]);
@@ -193,7 +195,9 @@ int server_main(int argc, char **argv) {
         server_deinit(s);
         return 2;
     }
-    if (metrics_create(&s->metrics) || http_load_keys(s, err, sizeof err)) {
+    if (rsp_store_create(&s->responses, s->cfg.responses_store_max, s->cfg.responses_store_max_bytes,
+                         s->cfg.responses_store_ttl_s) ||
+        metrics_create(&s->metrics) || http_load_keys(s, err, sizeof err)) {
         fprintf(stderr, "inferd serve: %s\n", s->metrics ? err : "out of memory");
         server_deinit(s);
         return 2;

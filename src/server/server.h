@@ -21,6 +21,7 @@
 
 struct httpd;
 struct gen_req;
+struct rsp_store;
 
 typedef enum srv_state {
     SRV_LOADING = 0,
@@ -60,6 +61,8 @@ typedef struct server {
     pthread_t watcher; /* gen.c: disconnects, keep-alives, queue deadlines */
     _Atomic bool watcher_stop;
     bool watcher_started;
+
+    struct rsp_store *responses; /* finished /v1/responses (rsp.h; thread-safe) */
 
     pthread_mutex_t clients_mu; /* per-client concurrent generations (http.c) */
     struct client_slot *clients;
