@@ -140,6 +140,25 @@ typedef struct inferd_logit_bias {
 #define INFERD_MAX_STOP 16
 #define INFERD_MAX_TOP_LOGPROBS 20
 
+/* A compiled grammar for constrained decoding (structured outputs): every token the
+ * engine draws for a request that carries one keeps the output a prefix of a sentence of
+ * the grammar, and end-of-generation is allowed exactly where the grammar can end (the
+ * output then ends there by itself when nothing may follow). Compile once, use for any
+ * number of requests (the engine takes its own reference at submit); reference counted:
+ * inferd_grammar_free drops the caller's reference. Compiling is thread-safe; a grammar
+ * is matched on the engine thread only. */
+typedef struct inferd_grammar inferd_grammar;
+typedef enum inferd_grammar_kind {
+    INFERD_GRAMMAR_GBNF = 0,        /* llama.cpp's GBNF, start rule "root" */
+    INFERD_GRAMMAR_JSON_SCHEMA = 1, /* a JSON Schema (text); unsupported keywords are errors */
+    INFERD_GRAMMAR_REGEX = 2,       /* an ECMAScript regular expression, matched whole */
+    INFERD_GRAMMAR_JSON_OBJECT = 3, /* any JSON object (text ignored) */
+} inferd_grammar_kind;
+/* 0, or -1 with one line in err (where and why). */
+int inferd_grammar_compile(inferd_grammar_kind kind, const char *text, size_t n, inferd_grammar **out, char *err,
+                           size_t err_bytes);
+void inferd_grammar_free(inferd_grammar *g); /* NULL ok */
+
 typedef struct inferd_sampling {
     float temperature;        /* 0 = greedy */
     float top_p;              /* 1 = off */
@@ -165,6 +184,7 @@ typedef struct inferd_sampling {
     int32_t n_stop;
     const int32_t *stop_token_ids;
     int32_t n_stop_token_ids;
+    const inferd_grammar *grammar; /* constrained decoding, or NULL (referenced at submit) */
 } inferd_sampling;
 
 void inferd_sampling_default(inferd_sampling *s);

@@ -83,6 +83,7 @@ static void request_free(request *r) {
     free(r->stop_lens);
     free(r->bias);
     free(r->stop_ids);
+    gram_unref(r->gram);
     free(r->prompt);
     free(r->plp);
     free(r);
@@ -193,6 +194,8 @@ static void finish_stuck(inferd_engine *e, sequence *s) {
 
 /* ---- the step ------------------------------------------------------------------------ */
 
+static bool grammar_start(inferd_engine *e, request *r);
+
 /* Take the inbox and every pending abort id in one critical section (so each abort id
  * names a request that is live or in the taken inbox). The abort list is taken whole
  * by swapping it with the engine's spare array: no copy, no cap, no allocation. */
@@ -214,6 +217,10 @@ static void drain_inbox(inferd_engine *e) {
         r->next_all = e->live;
         e->live = r;
         e->cnt.prompt_tokens += (uint64_t)r->n_prompt;
+        if (r->gram && !grammar_start(e, r)) {
+            request_end(e, r, INFERD_FINISH_ERROR); /* r is freed */
+            continue;
+        }
         for (int32_t i = 0; i < r->n_seqs; i++) {
             r->seqs[i].ss.priority = r->priority;
             r->seqs[i].ss.arrival = r->arrival;
@@ -227,6 +234,75 @@ static void drain_inbox(inferd_engine *e) {
                 request_abort(e, r);
                 break;
             }
+}
+
+/* ---- constrained decoding ------------------------------------------------------------- */
+static size_t gv_piece(void *ctx, int32_t id, char *buf, size_t cap) { return tok_piece(ctx, id, false, buf, cap); }
+static bool gv_eog(void *ctx, int32_t id) { return tok_is_eog(ctx, id); }
+
+/* Every sequence of r at the grammar's start (the vocabulary's trie is built on the
+ * first grammar request). False when that fails (r must end with an error). */
+static bool grammar_start(inferd_engine *e, request *r) {
+    if (!e->gvocab) e->gvocab = gram_vocab_new(e->n_vocab, gv_piece, gv_eog, (void *)e->m->tok);
+    if (!e->gvocab) return false;
+    const gram_state st = gram_start(r->gram);
+    for (int32_t i = 0; i < r->n_seqs; i++) r->seqs[i].gstate = st;
+    return st != GRAM_DEAD;
+}
+
+/* The sampler's constraint for s's next token: the grammar's mask (and the request's
+ * stop token ids where the grammar may end). Returns false when s cannot draw: the
+ * grammar leaves nothing allowed (its end, with EOS banned: a stop) or the matcher hit
+ * its limits (an error); *why gets the finish reason. */
+static bool grammar_constrain(inferd_engine *e, const sequence *s, sampler_params *sp, inferd_finish_reason *why) {
+    const request *r = s->req;
+    const uint32_t *mask = gram_mask(r->gram, e->gvocab, s->gstate);
+    if (!mask) {
+        *why = INFERD_FINISH_ERROR;
+        return false;
+    }
+    sp->allow = mask;
+    const bool can_end = gram_can_end(r->gram, s->gstate);
+    if (can_end) {
+        sp->allow_extra = r->stop_ids;
+        sp->n_allow_extra = r->sp.n_stop_token_ids;
+    }
+    /* anything left to draw once the bans are applied? */
+    int64_t n = 0;
+    const int32_t W = gram_mask_words(e->gvocab);
+    for (int32_t w = 0; w < W && n < 64; w++) n += __builtin_popcount(mask[w]);
+    if (n < 64) {
+        for (int32_t i = 0; i < sp->n_banned; i++) {
+            const int32_t id = sp->banned[i];
+            n -= id >= 0 && id < e->n_vocab && (mask[id >> 5] >> (id & 31) & 1);
+        }
+        if (can_end) n += r->sp.n_stop_token_ids;
+    }
+    if (n <= 0) {
+        *why = INFERD_FINISH_STOP;
+        return false;
+    }
+    return true;
+}
+
+/* s drew id: its grammar state follows (an end token leaves it where it is). */
+static void grammar_take(inferd_engine *e, sequence *s, int32_t id) {
+    if (!s->req->gram || gram_vocab_is_eog(e->gvocab, id)) return;
+    s->gstate = gram_advance_token(s->req->gram, e->gvocab, s->gstate, id);
+}
+
+/* After s took a token and goes on: a grammar that allows nothing more ends it now
+ * (without waiting for the model's end token). Returns true when s finished. */
+static bool grammar_done(inferd_engine *e, sequence *s) {
+    const request *r = s->req;
+    if (!r->gram) return false;
+    if (s->gstate == GRAM_DEAD) { /* the matcher's limits (a drawn token is always allowed) */
+        seq_finish(e, s, INFERD_FINISH_ERROR, NULL, 0, NULL, 0, NULL, 0);
+        return true;
+    }
+    if (!gram_must_end(r->gram, s->gstate)) return false;
+    seq_finish(e, s, INFERD_FINISH_STOP, NULL, 0, NULL, 0, NULL, 0);
+    return true;
 }
 
 /* Append the drawn token id to s (with its logprobs lp[0 .. 1 + n_top) when asked),
@@ -270,8 +346,13 @@ static bool seq_take(inferd_engine *e, sequence *s, int32_t id, inferd_token_log
 static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
     request *r = s->req;
     const sampler_state *st = s->samp.count ? &s->samp : NULL; /* NULL: no penalties asked */
-    const int32_t id = sampler_sample_seq(&r->sparams, st, row, e->n_vocab, &s->rng,
-                                          &e->scratch);
+    sampler_params sp = r->sparams;
+    inferd_finish_reason why;
+    if (r->gram && !grammar_constrain(e, s, &sp, &why)) {
+        seq_finish(e, s, why, NULL, 0, NULL, 0, NULL, 0);
+        return;
+    }
+    const int32_t id = sampler_sample_seq(&sp, st, row, e->n_vocab, &s->rng, &e->scratch);
     int32_t n_top = 0;
     inferd_token_logprob *lp = NULL;
     if (r->sp.logprobs >= 0) {
@@ -279,7 +360,8 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
         n_top = logprobs_compute(row, e->n_vocab, id, r->sp.logprobs, (logprob_entry *)lp);
     }
     if (s->samp.count) sampler_state_accept(&s->samp, id);
-    seq_take(e, s, id, lp, n_top);
+    grammar_take(e, s, id);
+    if (!seq_take(e, s, id, lp, n_top)) grammar_done(e, s);
 }
 
 /* A verification entry (q->n_spec drafts after the fed token): each of its k + 1 rows
@@ -302,21 +384,35 @@ static void spec_verify(inferd_engine *e, const sched_entry *en, const int32_t *
     IFD_ASSERT(k > 0 && en->n_logits == k + 1 && en->n_tokens == k + 1);
     sampler_state *st = s->samp.count ? &s->samp : NULL;
     int32_t n = 0;
+    bool ended = false; /* the grammar allows nothing after the accepted drafts */
+    const gram_state g0 = s->gstate;
+    inferd_finish_reason why = INFERD_FINISH_STOP;
     for (int32_t j = 0; j <= k; j++) {
         int32_t id;
         if (dev) {
             id = dev[j];
             s->rng.ctr++; /* as sampler_sample_seq's draw: one counter per emitted token */
         } else {
+            /* a grammar constrains every row from the state after the drafts before it
+             * (drafts were cut where they broke it: spec_propose) */
+            sampler_params sp = r->sparams;
+            if (r->gram && (gram_must_end(r->gram, s->gstate) || !grammar_constrain(e, s, &sp, &why))) {
+                ended = true;
+                break;
+            }
             const float *row = e->logits + (size_t)(en->logits_first + j) * e->n_vocab;
-            id = sampler_sample_seq(&r->sparams, st, row, e->n_vocab, &s->rng, &e->scratch);
+            id = sampler_sample_seq(&sp, st, row, e->n_vocab, &s->rng, &e->scratch);
         }
         if (e->spec.debug_accept_all && j < k) id = q->tokens[base + 1 + j]; /* tests: a wrong rule */
         e->vtok[n++] = id;
         if (st) sampler_state_accept(st, id);
+        grammar_take(e, s, id);
         if (j == k || id != q->tokens[base + 1 + j]) break;
     }
-    const int32_t a = n - 1;
+    /* every draw is accepted but the last (the target's own token), unless the grammar
+     * ended the row loop: then all n draws were equal to drafts */
+    const int32_t a = ended ? n : n - 1;
+    s->gstate = g0; /* grammar_take again below, token by token with seq_take */
     sched_commit(&e->sch, q, 1 + a);
     spec_observe(e, s, k, a);
     /* the accepted drafts are appended again by seq_take, one by one, as a plain
@@ -333,8 +429,11 @@ static void spec_verify(inferd_engine *e, const sched_entry *en, const int32_t *
             lp = e->lp_buf;
             n_top = logprobs_compute(row, e->n_vocab, e->vtok[j], r->sp.logprobs, (logprob_entry *)lp);
         }
-        if (seq_take(e, s, e->vtok[j], lp, n_top)) break; /* finished: s (and r) may be gone */
+        grammar_take(e, s, e->vtok[j]);
+        if (seq_take(e, s, e->vtok[j], lp, n_top)) return; /* finished: s (and r) may be gone */
+        if (grammar_done(e, s)) return;
     }
+    if (ended && n == 0) seq_finish(e, s, why, NULL, 0, NULL, 0, NULL, 0);
 }
 
 /* Can every draw of plan p run on the device (backend_ops.sample)? Not when a row's
@@ -346,6 +445,7 @@ static bool step_samples_on_device(const inferd_engine *e, const sched_plan *p) 
         const sched_entry *en = &p->entries[i];
         if (en->n_logits == 0) continue;
         const request *r = seq_of(en->seq)->req;
+        if (r->gram) return false; /* the grammar's mask is applied on the host */
         /* a verification's rows: on the device unless penalties need the state as it
          * grows through the drafts */
         const bool verify = en->seq->n_spec > 0 && !seq_of(en->seq)->samp.count;
@@ -1065,6 +1165,7 @@ void inferd_engine_destroy(inferd_engine *e) {
     free(e->ver_tok);
     free(e->ver_lp);
     free(e->piece_buf);
+    gram_vocab_free(e->gvocab);
     free(e->text_buf);
     free(e->abort_ids);
     free(e->abort_spare);
@@ -1156,6 +1257,10 @@ int inferd_submit(inferd_engine *e, const inferd_request *q, uint64_t *id, char 
         r->stop_ids = malloc((size_t)r->sp.n_stop_token_ids * sizeof(int32_t));
         ok = r->stop_ids != NULL;
         if (ok) memcpy(r->stop_ids, q->sampling.stop_token_ids, (size_t)r->sp.n_stop_token_ids * sizeof(int32_t));
+    }
+    if (ok && q->sampling.grammar) {
+        r->gram = (gram *)(void *)q->sampling.grammar;
+        gram_ref(r->gram);
     }
     if (ok && r->sp.prompt_logprobs >= 0 && r->n_prompt > 1) {
         r->plp_top = IFD_MIN(r->sp.prompt_logprobs, INFERD_MAX_TOP_LOGPROBS);
@@ -1271,6 +1376,33 @@ void engine_set_logits_tap(inferd_engine *e, engine_logits_tap fn, void *user) {
     e->tap = fn;
     e->tap_user = user;
 }
+
+int inferd_grammar_compile(inferd_grammar_kind kind, const char *text, size_t n, inferd_grammar **out, char *err,
+                           size_t err_bytes) {
+    gram *g = NULL;
+    int rc;
+    *out = NULL;
+    switch (kind) {
+    case INFERD_GRAMMAR_GBNF: rc = gram_from_gbnf(text, n, &g, err, err_bytes); break;
+    case INFERD_GRAMMAR_JSON_SCHEMA: rc = gram_from_json_schema(text, n, &g, err, err_bytes); break;
+    case INFERD_GRAMMAR_REGEX: rc = gram_from_regex(text, n, &g, err, err_bytes); break;
+    case INFERD_GRAMMAR_JSON_OBJECT: {
+        gram_builder *b = gb_new();
+        int32_t root;
+        rc = b ? gram_json_any_object(b, &root) : -1;
+        if (rc == 0) rc = gram_compile(b, root, &g, err, err_bytes);
+        else ifd_errf(err, err_bytes, -1, "out of memory");
+        gb_free(b);
+        break;
+    }
+    default: return ifd_errf(err, err_bytes, -1, "unknown grammar kind %d", (int)kind);
+    }
+    if (rc) return -1;
+    *out = (inferd_grammar *)(void *)g;
+    return 0;
+}
+
+void inferd_grammar_free(inferd_grammar *g) { gram_unref((gram *)(void *)g); }
 
 int32_t inferd_n_vocab(const inferd_engine *e) { return e->n_vocab; }
 int32_t inferd_max_model_len(const inferd_engine *e) { return e->max_model_len; }

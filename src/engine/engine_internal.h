@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "../backend/backend.h"
+#include "../grammar/grammar.h"
 #include "../model/model.h"
 #include "../tokenizer/tokenizer.h"
 #include "inferd.h"
@@ -48,6 +49,7 @@ typedef struct sequence {
     int32_t spec_backoff; /* tokens of its last switch-off (doubles each time) */
     int32_t spec_src;     /* this step's drafts came from: 1 n-gram, 2 the draft model */
     int32_t spec_proposed, spec_accepted; /* its drafts verified / accepted (output events) */
+    gram_state gstate;    /* constrained decoding: the grammar's state after its output */
 } sequence;
 
 static inline sequence *seq_of(sched_seq *q) {
@@ -66,6 +68,7 @@ typedef struct request {
     size_t *stop_lens;
     inferd_logit_bias *bias;
     int32_t *stop_ids;
+    gram *gram;           /* constrained decoding (a reference), or NULL */
     int32_t *prompt;
     int32_t n_prompt;
     int32_t cached_tokens;
@@ -145,6 +148,7 @@ struct inferd_engine {
     backend_sample_row *ver_rows; /* [max_logits] */
     int32_t *ver_tok;            /* [max_logits] */
     backend_logprob *ver_lp;     /* [max_logits][1 + BACKEND_SAMPLE_MAX_TOP] */
+    gram_vocab *gvocab;   /* the vocabulary as grammars see it (built on first use) */
     char *piece_buf;      /* [piece_cap]: one token's text from the detokenizer */
     size_t piece_cap;     /* from the vocabulary's longest token (engine create) */
     char *text_buf;       /* [text_cap]: one step's text of one sequence */

@@ -209,6 +209,28 @@ void sampler_apply_penalties(const sampler_params *p, const sampler_state *st, f
         const int32_t id = p->logit_bias[i].id;
         if (id >= 0 && id < n_vocab) logits[id] += p->logit_bias[i].bias;
     }
+    if (p->allow) {
+        float keep[64];
+        const int32_t n_keep = IFD_MIN(p->n_allow_extra, 64);
+        for (int32_t i = 0; i < n_keep; i++) {
+            const int32_t id = p->allow_extra[i];
+            keep[i] = id >= 0 && id < n_vocab ? logits[id] : -INFINITY;
+        }
+        const int32_t n_words = (n_vocab + 31) / 32;
+        for (int32_t w = 0; w < n_words; w++) {
+            uint32_t off = ~p->allow[w];
+            if (w == n_words - 1 && (n_vocab & 31)) off &= (1u << (n_vocab & 31)) - 1;
+            if (off == 0xFFFFFFFFu) {
+                for (int32_t i = 0; i < 32; i++) logits[w * 32 + i] = -INFINITY;
+                continue;
+            }
+            for (; off; off &= off - 1) logits[w * 32 + __builtin_ctz(off)] = -INFINITY;
+        }
+        for (int32_t i = 0; i < n_keep; i++) {
+            const int32_t id = p->allow_extra[i];
+            if (id >= 0 && id < n_vocab) logits[id] = keep[i];
+        }
+    }
     for (int32_t i = 0; i < p->n_banned; i++) {
         const int32_t id = p->banned[i];
         if (id >= 0 && id < n_vocab) logits[id] = -INFINITY;
@@ -345,7 +367,7 @@ int32_t sampler_sample_at(const sampler_params *p, const sampler_state *st, cons
                           int32_t n_vocab, uint64_t key, uint64_t position, sampler_scratch *scr) {
     IFD_ASSERT(n_vocab > 0 && n_vocab <= SAMPLER_MAX_VOCAB && scr->cap >= n_vocab);
     const bool greedy = !(p->temperature >= SAMPLER_GREEDY_EPS) || p->top_k == 1;
-    const bool adjust = p->n_logit_bias > 0 || p->n_banned > 0 ||
+    const bool adjust = p->n_logit_bias > 0 || p->n_banned > 0 || p->allow ||
                         (st && st->n_seen > 0 &&
                          ((p->repetition_penalty > 0.0f && p->repetition_penalty != 1.0f) ||
                           p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f));

@@ -3,7 +3,8 @@
  * Pipeline (fixed order), all on a scratch copy of the logits:
  *   1. penalties   repetition (prompt + output ids), then presence / frequency
  *                  (output ids only), from the per-sequence sampler_state;
- *   2. logit_bias  sparse (id, bias) pairs added in list order; banned ids set to -inf;
+ *   2. logit_bias  sparse (id, bias) pairs added in list order; ids a grammar disallows
+ *                  (allow) and banned ids set to -inf;
  *   3. temperature 0 (or below SAMPLER_GREEDY_EPS), or top_k 1: argmax of the penalized
  *                  logits, lowest id on ties, NaN as -inf;
  *   4. temperature x = l * (1/T) (one float multiply, 1/T a float division; NaN -> -inf,
@@ -105,6 +106,12 @@ typedef struct sampler_params {
     int32_t n_logit_bias;
     const int32_t *banned;    /* borrowed; ids never drawn (ignore_eos: the EOG ids) */
     int32_t n_banned;
+    /* constrained decoding (borrowed): an id whose bit is clear in allow (bit id of word
+     * id / 32) is never drawn, unless it is one of allow_extra; NULL: no constraint.
+     * Applied after logit_bias, before the bans (step 2). */
+    const uint32_t *allow;
+    const int32_t *allow_extra;
+    int32_t n_allow_extra;
 } sampler_params;
 
 /* OpenAI defaults: temperature 1, everything else off. */

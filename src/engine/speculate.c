@@ -482,12 +482,22 @@ int spec_propose(inferd_engine *e) {
     }
     for (int32_t i = 0; i < n; i++) {
         sched_seq *q = sp->cand[i];
-        const int32_t k = sp->k[i];
+        int32_t k = sp->k[i];
+        if (k > 0 && sp->src[i] == 1)
+            memcpy(q->tokens + q->n_tokens, sp->ngram_buf + (size_t)i * sp->K, (size_t)k * sizeof(int32_t));
+        /* constrained decoding: the drafts end at the first one the grammar refuses */
+        const request *r = seq_of(q)->req;
+        if (k > 0 && r->gram) {
+            gram_state st = seq_of(q)->gstate;
+            int32_t ok = 0;
+            while (ok < k && !gram_vocab_is_eog(e->gvocab, q->tokens[q->n_tokens + ok]) &&
+                   (st = gram_advance_token(r->gram, e->gvocab, st, q->tokens[q->n_tokens + ok])) != GRAM_DEAD)
+                ok++;
+            k = ok;
+        }
         sp->cnt.spec_k_hist[IFD_MIN(k, 16)]++;
         seq_of(q)->spec_src = k > 0 ? sp->src[i] : 0;
         if (k == 0) continue;
-        if (sp->src[i] == 1)
-            memcpy(q->tokens + q->n_tokens, sp->ngram_buf + (size_t)i * sp->K, (size_t)k * sizeof(int32_t));
         q->n_tokens += k;
         q->n_spec = k;
     }

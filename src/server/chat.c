@@ -40,6 +40,7 @@ struct chat_ctx {
     int n_stop_ids;
     const tokenizer *tk; /* borrowed: outlives the chat_ctx */
     chat_esc *esc;       /* the vocabulary's control-token texts */
+    const tool_format *tools; /* the template's tool-call format (tools.h) */
 };
 
 static char *dup_token_text(const tokenizer *tk, int32_t id) {
@@ -66,6 +67,7 @@ int chat_create_vocab(chat_ctx **out, const tokenizer *tk, const char *model_tem
         c->origin = src ? "model" : "chatml";
     }
     if (!src) src = CHATML;
+    c->tools = tool_format_detect(src);
     c->bos = dup_token_text(tk, tok_bos(tk));
     c->eos = dup_token_text(tk, tok_eos(tk));
     if (!c->bos || !c->eos) {
@@ -109,6 +111,7 @@ void chat_destroy(chat_ctx *c) {
 }
 
 const char *chat_template_origin(const chat_ctx *c) { return c->origin; }
+const tool_format *chat_tool_format(const chat_ctx *c) { return c->tools; }
 
 int chat_stop_token_ids(const chat_ctx *c, int32_t *ids, int cap) {
     int n = IFD_MIN(cap, c->n_stop_ids);
@@ -492,6 +495,34 @@ int chat_parse_tool_calls(const char *text, size_t n, tool_calls *out) {
     }
     out->content_end = 0;
     return out->n;
+}
+
+int chat_tool_calls(const tool_format *f, const char *text, size_t n, tool_calls *out) {
+    memset(out, 0, sizeof *out);
+    out->content_end = n;
+    tool_span sp[CHAT_MAX_TOOL_CALLS];
+    size_t content_end;
+    int k = tool_scan(f, text, n, true, sp, CHAT_MAX_TOOL_CALLS, &content_end);
+    for (int i = 0; i < k; i++) {
+        tool_call c = {0};
+        if (!tool_span_strings(f, text, &sp[i], &c.name, &c.arguments)) break;
+        tool_call *v = realloc(out->v, sizeof *v * (size_t)(out->n + 1));
+        if (!v) {
+            free(c.name);
+            free(c.arguments);
+            break;
+        }
+        out->v = v;
+        snprintf(c.id, sizeof c.id, "call_");
+        rand_alnum(c.id + 5, 24);
+        out->v[out->n++] = c;
+    }
+    if (out->n > 0) {
+        out->content_end = content_end;
+        return out->n;
+    }
+    /* not in the template's format: the shapes small models write anyway */
+    return chat_parse_tool_calls(text, n, out);
 }
 
 void tool_calls_free(tool_calls *t) {

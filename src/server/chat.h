@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "openai.h"
+#include "tools.h"
 
 struct model;
 struct tokenizer;
@@ -62,8 +63,15 @@ typedef struct tool_calls {
     size_t content_end; /* text[0..content_end) is content; the calls follow */
 } tool_calls;
 
-/* Parse the calls out of a finished generation. Returns the number found (0: the text
- * is plain content, out->content_end = n). */
+/* The template's tool-call format (tools.h). */
+const tool_format *chat_tool_format(const chat_ctx *c);
+#define CHAT_MAX_TOOL_CALLS 64
+/* The calls of a finished generation in format f (tools.h), with fresh ids; when none
+ * parse in f, the shapes of chat_parse_tool_calls. Returns the number found (0: the
+ * text is plain content, out->content_end = n). */
+int chat_tool_calls(const tool_format *f, const char *text, size_t n, tool_calls *out);
+/* The shapes small models write whatever their template says: Hermes tags, Llama 3 bare
+ * JSON, Mistral [TOOL_CALLS], a JSON call in a markdown fence. */
 int chat_parse_tool_calls(const char *text, size_t n, tool_calls *out);
 void tool_calls_free(tool_calls *t);
 

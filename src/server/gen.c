@@ -2,6 +2,7 @@
  * output callback, aborts and the watcher thread. See gen.h for threads/lifetime. */
 #define _GNU_SOURCE
 #include "gen.h"
+#include "structured.h"
 
 #include <string.h>
 #include <time.h>
@@ -114,7 +115,7 @@ int gen_prepare(server *s, oai_request *r, api_error *e) {
             p->max_tokens = (int32_t)r->max_tokens;
         }
     }
-    return 0;
+    return so_prepare(s, r, e); /* the grammar of a structured output, if any */
 }
 
 /* ---- lifetime ---------------------------------------------------------------------- */
@@ -354,6 +355,7 @@ int gen_start(server *s, oai_request *r, struct httpd_conn *conn, double t_arriv
         er.sampling.n_logit_bias = q->n_bias;
         er.sampling.stop_token_ids = stop_ids;
         er.sampling.n_stop_token_ids = n_stop_ids;
+        er.sampling.grammar = (const inferd_grammar *)(const void *)q->grammar;
         er.cb = on_output;
         er.user = &g->subs[i];
         gen_ref(g); /* the engine's, dropped at the sub's last final event */

@@ -5,6 +5,8 @@
  * state. */
 #include "openai.h"
 
+#include "../grammar/grammar.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -119,7 +121,8 @@ static int unsupported(api_error *e, const char *name, const char *why) {
 static const char *const KNOWN_FIELDS[] = {
     "add_generation_prompt", "add_special_tokens", "arguments", "audio", "best_of", "chat_template",
     "chat_template_kwargs", "content", "continue_final_message", "description", "detail", "echo",
-    "frequency_penalty", "function", "function_call", "functions", "id", "ignore_eos", "image_url",
+    "frequency_penalty", "function", "function_call", "functions", "grammar", "guided_choice", "guided_grammar",
+    "guided_json", "guided_regex", "id", "ignore_eos", "image_url", "json_schema", "schema",
     "include_usage", "logit_bias", "logprobs", "max_completion_tokens", "max_tokens", "messages", "metadata",
     "min_p", "modalities", "model", "n", "name", "parallel_tool_calls", "parameters", "prediction",
     "presence_penalty", "prompt", "reasoning_effort", "refusal", "repetition_penalty", "response_format",
@@ -409,25 +412,103 @@ static int parse_messages(oai_request *r, api_error *e) {
     return 0;
 }
 
-static int parse_tools(oai_request *r, api_error *e) {
-    const cJSON *t = field(r->root, "tools");
-    const cJSON *choice = field(r->root, "tool_choice");
-    if (choice) {
-        if (cJSON_IsString(choice)) {
-            if (!strcmp(choice->valuestring, "none")) t = NULL;
-            else if (strcmp(choice->valuestring, "auto"))
-                return unsupported(e, "tool_choice", "only \"auto\" and \"none\" are supported");
-        } else if (cJSON_IsObject(choice)) {
-            return unsupported(e, "tool_choice", "only \"auto\" and \"none\" are supported");
+/* The deprecated functions / function_call: functions becomes tools (each wrapped as
+ * {"type":"function","function":…}, added to the body so the template sees them) and
+ * function_call a tool_choice. */
+static int legacy_functions(oai_request *r, api_error *e) {
+    const cJSON *fns = field(r->root, "functions");
+    const cJSON *fc = field(r->root, "function_call");
+    if (!fns && !fc) return 0;
+    if (field(r->root, "tools") || field(r->root, "tool_choice"))
+        return api_fail(e, 400, "invalid_value", "functions",
+                        "'functions' / 'function_call' cannot be combined with 'tools' / 'tool_choice'");
+    if (fc && !fns) return api_fail(e, 400, "invalid_value", "function_call", "'function_call' needs 'functions'");
+    if (!cJSON_IsArray(fns)) return bad_type(e, "functions", "an array of functions");
+    cJSON *tools = cJSON_CreateArray();
+    if (!tools) return api_fail(e, 500, NULL, NULL, "out of memory");
+    const cJSON *f;
+    cJSON_ArrayForEach(f, fns) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON *dup = cJSON_Duplicate(f, true);
+        if (!t || !dup || !cJSON_AddStringToObject(t, "type", "function") || !cJSON_AddItemToObject(t, "function", dup)) {
+            cJSON_Delete(t);
+            cJSON_Delete(dup);
+            cJSON_Delete(tools);
+            return api_fail(e, 500, NULL, NULL, "out of memory");
+        }
+        cJSON_AddItemToArray(tools, t);
+    }
+    if (!cJSON_AddItemToObject(r->root, "tools", tools)) {
+        cJSON_Delete(tools);
+        return api_fail(e, 500, NULL, NULL, "out of memory");
+    }
+    if (fc) {
+        cJSON *choice = NULL;
+        if (cJSON_IsString(fc)) {
+            choice = cJSON_CreateString(fc->valuestring);
+        } else if (cJSON_IsObject(fc)) {
+            const cJSON *nm = field(fc, "name");
+            if (!cJSON_IsString(nm)) return bad_type(e, "function_call", "\"none\", \"auto\" or {\"name\": …}");
+            choice = cJSON_CreateObject();
+            cJSON *fn = cJSON_CreateObject();
+            if (choice && fn && cJSON_AddStringToObject(fn, "name", nm->valuestring) &&
+                cJSON_AddStringToObject(choice, "type", "function") && cJSON_AddItemToObject(choice, "function", fn))
+                fn = NULL;
+            cJSON_Delete(fn);
         } else {
-            return bad_type(e, "tool_choice", "a string");
+            return bad_type(e, "function_call", "\"none\", \"auto\" or {\"name\": …}");
+        }
+        if (!choice || !cJSON_AddItemToObject(r->root, "tool_choice", choice)) {
+            cJSON_Delete(choice);
+            return api_fail(e, 500, NULL, NULL, "out of memory");
         }
     }
-    bool ptc = true;
-    if (get_bool(r->root, "parallel_tool_calls", &ptc, e)) return -1;
-    if (!t) return 0;
+    r->legacy_functions = true;
+    return 0;
+}
+
+static int parse_tools(oai_request *r, api_error *e) {
+    if (legacy_functions(r, e)) return -1;
+    const cJSON *t = field(r->root, "tools");
+    const cJSON *choice = field(r->root, "tool_choice");
+    const char *pc = r->legacy_functions ? "function_call" : "tool_choice";
+    r->parallel_tool_calls = true;
+    if (get_bool(r->root, "parallel_tool_calls", &r->parallel_tool_calls, e)) return -1;
+    r->tool_mode = OAI_TOOLS_AUTO;
+    if (choice) {
+        if (cJSON_IsString(choice)) {
+            const char *c = choice->valuestring;
+            if (!strcmp(c, "none")) t = NULL;
+            else if (!strcmp(c, "required")) r->tool_mode = OAI_TOOLS_REQUIRED;
+            else if (strcmp(c, "auto"))
+                return api_fail(e, 400, "invalid_value", pc,
+                                "'%s' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                                "\"function\": {\"name\": …}}",
+                                pc);
+        } else if (cJSON_IsObject(choice)) {
+            const char *type = NULL;
+            if (get_str(choice, "type", &type, e)) return -1;
+            if (type && strcmp(type, "function"))
+                return api_fail(e, 400, "unsupported_value", pc, "'%s': only function tools are supported", pc);
+            const cJSON *fn = field(choice, "function");
+            const cJSON *nm = cJSON_IsObject(fn) ? field(fn, "name") : field(choice, "name");
+            if (!cJSON_IsString(nm) || !nm->valuestring[0])
+                return bad_type(e, pc, "{\"type\": \"function\", \"function\": {\"name\": …}}");
+            r->tool_mode = OAI_TOOLS_NAMED;
+            r->tool_name = nm->valuestring;
+        } else {
+            return bad_type(e, pc, "a string or an object");
+        }
+    }
+    if (!t) {
+        if (r->tool_mode != OAI_TOOLS_AUTO)
+            return api_fail(e, 400, "invalid_value", pc, "'%s' %s needs 'tools'", pc,
+                            r->tool_mode == OAI_TOOLS_REQUIRED ? "\"required\"" : "naming a function");
+        return 0;
+    }
     if (!cJSON_IsArray(t)) return bad_type(e, "tools", "an array of tools");
     int i = 0;
+    bool found = r->tool_mode != OAI_TOOLS_NAMED;
     const cJSON *tool;
     char p[64];
     cJSON_ArrayForEach(tool, t) {
@@ -444,12 +525,85 @@ static int parse_tools(oai_request *r, api_error *e) {
         snprintf(p, sizeof p, "tools[%d].function.name", i);
         const cJSON *name = field(fn, "name");
         if (!cJSON_IsString(name) || !name->valuestring[0]) return bad_type(e, p, "a non-empty string");
+        if (strlen(name->valuestring) > 256) return api_fail(e, 400, "invalid_value", p, "'%s' is too long", p);
+        if (r->tool_name && !strcmp(r->tool_name, name->valuestring)) found = true;
         const cJSON *params = field(fn, "parameters");
         snprintf(p, sizeof p, "tools[%d].function.parameters", i);
         if (params && !cJSON_IsObject(params)) return bad_type(e, p, "an object");
+        const cJSON *strict = field(fn, "strict");
+        snprintf(p, sizeof p, "tools[%d].function.strict", i);
+        if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict)) return bad_type(e, p, "a boolean");
         i++;
     }
+    if (!found)
+        return api_fail(e, 400, "invalid_value", pc, "'%s' names a function that is not in '%s'", pc,
+                        r->legacy_functions ? "functions" : "tools");
     if (i > 0) r->tools = t;
+    else if (r->tool_mode != OAI_TOOLS_AUTO)
+        return api_fail(e, 400, "invalid_value", pc, "'%s' needs at least one tool", pc);
+    return 0;
+}
+
+/* What the output is constrained to: response_format, or one of the extensions. */
+static int parse_structured(oai_request *r, api_error *e) {
+    const cJSON *o = r->root;
+    r->so_kind = OAI_SO_NONE;
+    const cJSON *rf = field(o, "response_format");
+    int given = 0;
+    if (rf && !cJSON_IsNull(rf)) {
+        const char *t = NULL;
+        if (!cJSON_IsObject(rf)) return bad_type(e, "response_format", "an object");
+        if (get_str(rf, "type", &t, e)) return bad_type(e, "response_format.type", "a string");
+        if (!t) return api_fail(e, 400, "invalid_value", "response_format.type", "'response_format.type' is required");
+        if (!strcmp(t, "json_object")) {
+            r->so_kind = OAI_SO_JSON_OBJECT;
+            given++;
+        } else if (!strcmp(t, "json_schema")) {
+            const cJSON *js = field(rf, "json_schema");
+            if (!cJSON_IsObject(js)) return bad_type(e, "response_format.json_schema", "an object");
+            const cJSON *schema = field(js, "schema");
+            if (schema && !cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+                return bad_type(e, "response_format.json_schema.schema", "an object");
+            const char *name = NULL;
+            if (get_str(js, "name", &name, e)) return -1;
+            const cJSON *strict = field(js, "strict");
+            if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
+                return bad_type(e, "response_format.json_schema.strict", "a boolean");
+            r->so_kind = schema ? OAI_SO_JSON_SCHEMA : OAI_SO_JSON_OBJECT;
+            r->so_value = schema;
+            r->so_strict = cJSON_IsTrue(strict);
+            given++;
+        } else if (strcmp(t, "text")) {
+            return api_fail(e, 400, "invalid_value", "response_format.type",
+                            "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+        }
+    }
+    static const struct {
+        const char *key;
+        oai_so_kind kind;
+        int type; /* cJSON type wanted: 0 string, 1 object (or a JSON text), 2 array of strings */
+    } EXT[] = {{"grammar", OAI_SO_GBNF, 0},       {"guided_grammar", OAI_SO_GBNF, 0},
+               {"json_schema", OAI_SO_JSON_SCHEMA, 1}, {"guided_json", OAI_SO_JSON_SCHEMA, 1},
+               {"guided_regex", OAI_SO_REGEX, 0},  {"guided_choice", OAI_SO_CHOICE, 2}};
+    for (size_t k = 0; k < IFD_ARRAY_LEN(EXT); k++) {
+        const cJSON *v = field(o, EXT[k].key);
+        if (!v || cJSON_IsNull(v)) continue;
+        if (EXT[k].type == 0 && !cJSON_IsString(v)) return bad_type(e, EXT[k].key, "a string");
+        if (EXT[k].type == 1 && !cJSON_IsObject(v) && !cJSON_IsString(v) && !cJSON_IsBool(v))
+            return bad_type(e, EXT[k].key, "a JSON Schema object");
+        if (EXT[k].type == 2) {
+            if (!cJSON_IsArray(v) || !cJSON_GetArraySize(v)) return bad_type(e, EXT[k].key, "a non-empty array of strings");
+            const cJSON *it;
+            cJSON_ArrayForEach(it, v) if (!cJSON_IsString(it)) return bad_type(e, EXT[k].key, "an array of strings");
+        }
+        r->so_kind = EXT[k].kind;
+        r->so_value = v;
+        given++;
+    }
+    if (given > 1)
+        return api_fail(e, 400, "invalid_value", "response_format",
+                        "give at most one of 'response_format' (json), 'grammar', 'json_schema', 'guided_json', "
+                        "'guided_regex', 'guided_grammar', 'guided_choice'");
     return 0;
 }
 
@@ -562,13 +716,7 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const o
     if (get_str(o, "user", &user, e)) return -1;
     if (parse_stop(r, lim, e) || parse_stop_ids(r, lim, e) || parse_logit_bias(r, lim, e)) return -1;
 
-    const cJSON *rf = field(o, "response_format");
-    if (rf) {
-        const char *t = NULL;
-        if (!cJSON_IsObject(rf)) return bad_type(e, "response_format", "an object");
-        if (get_str(rf, "type", &t, e)) return bad_type(e, "response_format.type", "a string");
-        if (t && strcmp(t, "text")) return unsupported(e, "response_format", "only {\"type\":\"text\"} is supported");
-    }
+    if (parse_structured(r, e)) return -1;
 
     if (kind == OAI_CHAT) {
         if (get_bool(o, "logprobs", &r->logprobs, e)) return -1;
@@ -631,6 +779,7 @@ void oai_request_free(oai_request *r) {
     }
     free(r->prompts);
     free(r->bias);
+    gram_unref(r->grammar);
     cJSON_Delete(r->root);
     memset(r, 0, sizeof *r);
 }

@@ -33,6 +33,15 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
 void api_error_json(sbuf *out, const api_error *e);
 
 typedef enum oai_kind { OAI_CHAT = 0, OAI_COMPLETION = 1 } oai_kind;
+typedef enum oai_tool_mode { OAI_TOOLS_AUTO = 0, OAI_TOOLS_REQUIRED, OAI_TOOLS_NAMED } oai_tool_mode;
+typedef enum oai_so_kind {
+    OAI_SO_NONE = 0,
+    OAI_SO_JSON_OBJECT,
+    OAI_SO_JSON_SCHEMA,
+    OAI_SO_REGEX,
+    OAI_SO_GBNF,
+    OAI_SO_CHOICE,
+} oai_so_kind;
 
 typedef struct oai_limits {
     int32_t max_n, max_top_logprobs, max_stop, max_logit_bias, max_prompts;
@@ -68,6 +77,21 @@ typedef struct oai_request {
     /* chat */
     const cJSON *messages;
     const cJSON *tools;                /* NULL unless tools are to be offered */
+    /* tool_choice: auto (the model decides), required (at least one call), named (that
+     * function's call); none clears tools. functions / function_call (deprecated) map
+     * here and are answered with message.function_call (legacy_functions). */
+    oai_tool_mode tool_mode;
+    const char *tool_name;   /* OAI_TOOLS_NAMED */
+    bool parallel_tool_calls;
+    bool legacy_functions;
+    /* structured outputs: response_format json_object / json_schema, or the
+     * extensions grammar (GBNF), json_schema (llama.cpp), guided_json, guided_regex,
+     * guided_grammar, guided_choice (vLLM); value: the schema object, the pattern /
+     * grammar string, the choice array */
+    oai_so_kind so_kind;
+    const cJSON *so_value;
+    bool so_strict;
+    struct gram *grammar; /* the compiled constraint (structured.c; a reference), or NULL */
     const cJSON *chat_template_kwargs; /* object or NULL */
     const char *chat_template;         /* request-supplied (only when allowed) */
     bool add_generation_prompt, continue_final_message;

@@ -13,6 +13,7 @@
  * errors within ~2 s (then they are aborted), and serve returns 1 so that the
  * supervisor (systemd Restart=, docker --restart) starts a fresh process. */
 #include "server.h"
+#include "structured.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -156,6 +157,7 @@ static void server_deinit(server *s) {
     chat_destroy(s->chat);
     metrics_destroy(s->metrics);
     rsp_store_destroy(s->responses);
+    so_cache_destroy(s->grammars);
     for (int i = 0; i < s->n_keys; i++) free(s->keys[i]);
     free(s->keys);
     for (int i = 0; i < s->n_names; i++) free(s->names[i]);
@@ -197,7 +199,7 @@ int server_main(int argc, char **argv) {
     }
     if (rsp_store_create(&s->responses, s->cfg.responses_store_max, s->cfg.responses_store_max_bytes,
                          s->cfg.responses_store_ttl_s) ||
-        metrics_create(&s->metrics) || http_load_keys(s, err, sizeof err)) {
+        !(s->grammars = so_cache_create(64)) || metrics_create(&s->metrics) || http_load_keys(s, err, sizeof err)) {
         fprintf(stderr, "inferd serve: %s\n", s->metrics ? err : "out of memory");
         server_deinit(s);
         return 2;

@@ -63,6 +63,7 @@ typedef struct server {
     bool watcher_started;
 
     struct rsp_store *responses; /* finished /v1/responses (rsp.h; thread-safe) */
+    struct so_cache *grammars;   /* compiled structured-output grammars (structured.h) */
 
     pthread_mutex_t clients_mu; /* per-client concurrent generations (http.c) */
     struct client_slot *clients;
