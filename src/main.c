@@ -20,6 +20,7 @@ static const command COMMANDS[] = {
     {"perplexity", cli_perplexity, "perplexity of a text (llama-perplexity's method): -m FILE -f TEXT [--ctx N] [--kl-base BASE.gguf] ... (perplexity --help)"},
     {"quantize", cli_quantize, "write a quantized copy of a GGUF file: IN.gguf OUT.gguf --type q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4 ... (quantize --help)"},
     {"chat-template", cli_chat_template, "render a chat template: -t FILE.jinja -i CASE.json"},
+    {"grammar", cli_grammar, "check or sample a grammar: (--json-schema FILE | --gbnf FILE | --regex RE | --json-object) [--check] [-m VOCAB --sample N] ..."},
 };
 
 static void usage(FILE *fp) {

@@ -14,5 +14,6 @@ int cli_bench(int argc, char **argv);         /* cmd_bench.c */
 int cli_perplexity(int argc, char **argv);    /* cmd_perplexity.c */
 int cli_quantize(int argc, char **argv);      /* cmd_quantize.c */
 int cli_serve(int argc, char **argv);         /* cmd_serve.c -> src/server/ */
+int cli_grammar(int argc, char **argv);       /* cmd_grammar.c (test/debug: grammars without a model) */
 
 #endif

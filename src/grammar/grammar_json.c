@@ -1,0 +1,1253 @@
+/* grammar_json.c — JSON Schema (Draft 2020-12 / Draft 7) into a grammar of JSON texts
+ * that validate against it. It may produce fewer texts than the schema allows (members
+ * in schema order, no extra members, one spelling of each constant, bounded numbers)
+ * but never one the schema rejects, and every schema it accepts has a text it reaches.
+ *
+ * Keywords: type, properties, required, additionalProperties, items (a schema),
+ * prefixItems, minItems, maxItems, enum, const, anyOf, oneOf (provably disjoint
+ * branches only), allOf, $ref (#, #/$defs/.., #/definitions/.., any #/ pointer; each
+ * target compiled once, recursion through named rules), $defs, definitions,
+ * minLength, maxLength, pattern (grammar_regex.c), format (date, time, date-time, uuid,
+ * email, ipv4), minimum, maximum, exclusiveMinimum, exclusiveMaximum. Ignored
+ * annotations: title, description, default, examples, $schema, $id (root only),
+ * $comment, deprecated, readOnly, writeOnly, discriminator, nullable (OpenAPI: null is
+ * never generated for it, which every validator accepts). Any other keyword is an
+ * error naming it and its JSON path.
+ *
+ * How: the schemas that must all hold at one place (a schema, the targets of its
+ * $ref, its allOf elements: a conjunction) are merged keyword by keyword; anyOf and
+ * oneOf distribute over the conjunction (S and (A or B) = (S and A) or (S and B)), so a
+ * merged conjunction has no combinators left and builds one alternative per JSON type.
+ * A schema met alone (a property's, an element's, a $ref target, the root) is compiled
+ * once into a rule, so recursive $refs become recursive rules. A conjunction no value
+ * satisfies (false, disjoint types, an enum filtered to nothing) is "empty": an anyOf
+ * branch or optional property that is empty is left out. Any thread. */
+#include "grammar_json_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/utf8.h"
+
+#define SEQ(b, ...) gb_seq((b), (const gsym[]){__VA_ARGS__}, (int32_t)(sizeof((gsym[]){__VA_ARGS__}) / sizeof(gsym)))
+
+/* JSON types as a mask; numbers split into integers and the rest */
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64, T_ALL = 127 };
+
+#define JR_EMPTY INT32_MIN /* a schema no value satisfies; other negatives: an error */
+#define MAX_DEPTH 64       /* schema nesting */
+#define MAX_CONJ 64        /* schemas combined in one place (allOf, $ref) */
+#define MAX_WORK 20000     /* conjunctions compiled (anyOf / oneOf distribution) */
+#define MAX_COUNT 60000    /* minLength, minItems */
+
+/* ---- context ------------------------------------------------------------------------------ */
+enum { D_REF = 1, D_ALLOF = 2, D_ANYOF = 4, D_ONEOF = 8 }; /* combinators already expanded */
+
+typedef struct jitem {
+    const jnode *node;
+    int64_t path;   /* offset of its JSON pointer in jctx.paths */
+    unsigned done;
+    int32_t parent; /* the item whose $ref / allOf / anyOf / oneOf brought it in, or -1 */
+} jitem;
+
+typedef struct jmemo {
+    const jnode *node;
+    gsym rule;
+    bool empty;
+} jmemo;
+
+typedef struct jctx {
+    gram_builder *b;
+    jprim p;
+    const jnode *root;
+    char *err;
+    size_t err_bytes;
+    bool failed;
+    sbuf paths; /* NUL-terminated JSON pointers */
+    jmemo *memo;
+    int64_t n_memo, cap_memo;
+    char tag[16]; /* rule-name prefix: a builder may hold several schemas */
+    int64_t work;
+} jctx;
+
+static const char *path_of(const jctx *c, int64_t off) {
+    const char *s = c->paths.p ? c->paths.p + off : "";
+    return *s ? s : "/";
+}
+
+static int jfail(jctx *c, int64_t path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int jfail(jctx *c, int64_t path, const char *fmt, ...) {
+    if (!c->failed) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        if (path >= 0) ifd_errf(c->err, c->err_bytes, -1, "%s at %s", msg, path_of(c, path));
+        else ifd_errf(c->err, c->err_bytes, -1, "%s", msg);
+        c->failed = true;
+    }
+    return -1;
+}
+
+/* parent + "/" + seg (escaped as a JSON pointer: ~0 ~1), NUL-terminated; its offset */
+static int64_t path_add(jctx *c, int64_t parent, const char *seg, size_t seg_n) {
+    const size_t plen = strlen(c->paths.p + parent);
+    if (!sbuf_reserve(&c->paths, plen + 2 * seg_n + 3)) return jfail(c, -1, "out of memory");
+    int64_t off = (int64_t)c->paths.n;
+    sbuf_put(&c->paths, c->paths.p + parent, plen);
+    sbuf_put(&c->paths, "/", 1);
+    for (size_t i = 0; i < seg_n; i++) {
+        if (seg[i] == '~') sbuf_put(&c->paths, "~0", 2);
+        else if (seg[i] == '/') sbuf_put(&c->paths, "~1", 2);
+        else sbuf_put(&c->paths, seg + i, 1);
+    }
+    sbuf_put(&c->paths, "", 1);
+    return c->paths.oom ? jfail(c, -1, "out of memory") : off;
+}
+
+static int64_t path_kw(jctx *c, int64_t parent, const char *kw) { return path_add(c, parent, kw, strlen(kw)); }
+
+static int64_t path_kw_key(jctx *c, int64_t parent, const char *kw, const jnode *key) {
+    int64_t p = path_kw(c, parent, kw);
+    return p < 0 ? p : path_add(c, p, key->s, key->n);
+}
+
+static int64_t path_kw_idx(jctx *c, int64_t parent, const char *kw, uint32_t i) {
+    char num[16];
+    int64_t p = path_kw(c, parent, kw);
+    snprintf(num, sizeof num, "%u", i);
+    return p < 0 ? p : path_add(c, p, num, strlen(num));
+}
+
+/* ---- keywords ------------------------------------------------------------------------------ */
+typedef enum kw_kind {
+    K_ANNOT, K_ID, K_BOOL, K_TYPE, K_OBJ_SCHEMAS, K_REQUIRED, K_SCHEMA, K_SCHEMA_LIST, K_COUNT, K_ENUM, K_CONST,
+    K_NUMBER, K_STRING, K_FORMAT
+} kw_kind;
+
+static const struct {
+    const char *name;
+    kw_kind kind;
+} KEYWORDS[] = {
+    {"title", K_ANNOT}, {"description", K_ANNOT}, {"default", K_ANNOT}, {"examples", K_ANNOT},
+    {"$schema", K_ANNOT}, {"$comment", K_ANNOT}, {"deprecated", K_ANNOT}, {"readOnly", K_ANNOT},
+    {"writeOnly", K_ANNOT}, {"discriminator", K_ANNOT}, {"$id", K_ID}, {"nullable", K_BOOL},
+    {"$defs", K_OBJ_SCHEMAS}, {"definitions", K_OBJ_SCHEMAS}, {"type", K_TYPE}, {"properties", K_OBJ_SCHEMAS},
+    {"required", K_REQUIRED}, {"additionalProperties", K_SCHEMA}, {"items", K_SCHEMA},
+    {"prefixItems", K_SCHEMA_LIST}, {"minItems", K_COUNT}, {"maxItems", K_COUNT}, {"enum", K_ENUM},
+    {"const", K_CONST}, {"anyOf", K_SCHEMA_LIST}, {"oneOf", K_SCHEMA_LIST}, {"allOf", K_SCHEMA_LIST},
+    {"$ref", K_STRING}, {"minLength", K_COUNT}, {"maxLength", K_COUNT}, {"pattern", K_STRING},
+    {"format", K_FORMAT}, {"minimum", K_NUMBER}, {"maximum", K_NUMBER}, {"exclusiveMinimum", K_NUMBER},
+    {"exclusiveMaximum", K_NUMBER},
+};
+
+static int kw_find(const jnode *key) {
+    for (size_t i = 0; i < IFD_ARRAY_LEN(KEYWORDS); i++)
+        if (strlen(KEYWORDS[i].name) == key->n && !memcmp(KEYWORDS[i].name, key->s, key->n)) return (int)i;
+    return -1;
+}
+
+static const struct {
+    const char *name;
+    unsigned mask;
+} TYPES[] = {{"null", T_NULL}, {"boolean", T_BOOL}, {"object", T_OBJ}, {"array", T_ARR},
+             {"string", T_STR}, {"integer", T_INT}, {"number", T_INT | T_FRAC}};
+
+static unsigned type_mask(const jnode *s) {
+    for (size_t i = 0; i < IFD_ARRAY_LEN(TYPES); i++)
+        if (s->t == JN_STR && strlen(TYPES[i].name) == s->n && !memcmp(TYPES[i].name, s->s, s->n)) return TYPES[i].mask;
+    return 0;
+}
+
+/* The type bit of a JSON value (a number without a fraction is an integer: 1.0 is). */
+static unsigned value_type(const jnode *v) {
+    switch (v->t) {
+    case JN_NULL: return T_NULL;
+    case JN_BOOL: return T_BOOL;
+    case JN_OBJ: return T_OBJ;
+    case JN_ARR: return T_ARR;
+    case JN_STR: return T_STR;
+    case JN_NUM: {
+        jdec d;
+        return jdec_parse(&d, v->s, v->n) || jdec_is_int(&d) ? T_INT : T_FRAC;
+    }
+    }
+    return 0;
+}
+
+static bool is_schema(const jnode *v) { return v->t == JN_OBJ || v->t == JN_BOOL; }
+
+/* A non-negative integer keyword value (as JSON Schema allows: 2.0 is one), saturated
+ * at INT64_MAX / 4 (far beyond anything generated). -1 when it is not one. */
+static int64_t count_value(const jnode *v) {
+    jdec d;
+    int64_t x;
+    if (v->t != JN_NUM || jdec_parse(&d, v->s, v->n) || !jdec_is_int(&d) || (d.neg && d.nd)) return -1;
+    if (jdec_floor(&d, &x) || x > INT64_MAX / 4) return INT64_MAX / 4;
+    return x;
+}
+
+static int64_t get_count(const jnode *node, const char *kw, int64_t none) {
+    const jnode *v = jn_get(node, kw);
+    return v ? count_value(v) : none;
+}
+
+/* The member of object o named by the string node key (whole names: a key may hold NUL). */
+static const jnode *member(const jnode *o, const jnode *key) {
+    if (!o || o->t != JN_OBJ) return NULL;
+    for (uint32_t i = 0; i < o->n; i++)
+        if (o->key[i]->n == key->n && !memcmp(o->key[i]->s, key->s, key->n)) return o->kid[i];
+    return NULL;
+}
+
+/* Keywords of one schema object: known, of the right JSON type, consistent. */
+static int check_node(jctx *c, const jnode *node, int64_t path) {
+    if (node->t == JN_BOOL) return 0;
+    if (node->t != JN_OBJ) return jfail(c, path, "JSON Schema: a schema must be an object or a boolean");
+    for (uint32_t i = 0; i < node->n; i++) {
+        const jnode *k = node->key[i], *v = node->kid[i];
+        int ix = kw_find(k);
+        if (ix < 0 || (KEYWORDS[ix].kind == K_ID && node != c->root))
+            return jfail(c, path, "unsupported JSON Schema keyword '%.*s'", (int)IFD_MIN(k->n, 64), k->s);
+        const char *kw = KEYWORDS[ix].name, *want = NULL;
+        switch (KEYWORDS[ix].kind) {
+        case K_ANNOT:
+        case K_ID:
+        case K_CONST: break;
+        case K_BOOL:
+            if (v->t != JN_BOOL) want = "a boolean";
+            break;
+        case K_TYPE:
+            if (v->t == JN_ARR) {
+                if (!v->n) want = "a type name or a non-empty array of them";
+                for (uint32_t j = 0; j < v->n; j++)
+                    if (!type_mask(v->kid[j])) want = "a type name or a non-empty array of them";
+            } else if (!type_mask(v)) {
+                want = "one of null, boolean, object, array, string, integer, number";
+            }
+            break;
+        case K_OBJ_SCHEMAS:
+            if (v->t != JN_OBJ) want = "an object of schemas";
+            for (uint32_t j = 0; !want && j < v->n; j++)
+                if (!is_schema(v->kid[j]) && strcmp(kw, "$defs") && strcmp(kw, "definitions")) want = "an object of schemas";
+            break;
+        case K_REQUIRED:
+            if (v->t != JN_ARR) want = "an array of strings";
+            for (uint32_t j = 0; !want && j < v->n; j++)
+                if (v->kid[j]->t != JN_STR) want = "an array of strings";
+            break;
+        case K_SCHEMA:
+            if (!is_schema(v))
+                want = v->t == JN_ARR && !strcmp(kw, "items") ? "a schema (the array form of Draft 7 is not supported: use prefixItems)"
+                                                               : "a schema";
+            break;
+        case K_SCHEMA_LIST:
+            if (v->t != JN_ARR || !v->n) want = "a non-empty array of schemas";
+            for (uint32_t j = 0; !want && j < v->n; j++)
+                if (!is_schema(v->kid[j])) want = "a non-empty array of schemas";
+            break;
+        case K_COUNT:
+            if (count_value(v) < 0) want = "a non-negative integer";
+            break;
+        case K_ENUM:
+            if (v->t != JN_ARR || !v->n) want = "a non-empty array";
+            break;
+        case K_NUMBER: {
+            jdec d;
+            if (v->t != JN_NUM) want = "a number";
+            else if (jdec_parse(&d, v->s, v->n)) want = "a number of at most 64 significant digits";
+            break;
+        }
+        case K_STRING:
+            if (v->t != JN_STR) want = "a string";
+            break;
+        case K_FORMAT:
+            if (v->t != JN_STR) want = "a string";
+            else if (!jp_format_known(v->s))
+                return jfail(c, path, "JSON Schema: unsupported format '%.*s' (supported: date, time, date-time, uuid, "
+                                      "email, ipv4)",
+                             (int)IFD_MIN(v->n, 64), v->s);
+            break;
+        }
+        if (want) return jfail(c, path, "JSON Schema: '%s' must be %s", kw, want);
+    }
+    /* consistency within this schema */
+    static const char *const pairs[][2] = {{"minLength", "maxLength"}, {"minItems", "maxItems"}};
+    for (size_t i = 0; i < IFD_ARRAY_LEN(pairs); i++) {
+        int64_t lo = get_count(node, pairs[i][0], 0), hi = get_count(node, pairs[i][1], -1);
+        if (hi >= 0 && lo > hi) return jfail(c, path, "JSON Schema: '%s' > '%s'", pairs[i][0], pairs[i][1]);
+    }
+    if (jn_get(node, "pattern") && (jn_get(node, "minLength") || jn_get(node, "maxLength")))
+        return jfail(c, path, "JSON Schema: 'pattern' combined with 'minLength'/'maxLength' is not supported");
+    if (jn_get(node, "pattern") && jn_get(node, "format"))
+        return jfail(c, path, "JSON Schema: 'pattern' combined with 'format' is not supported");
+    if (jn_get(node, "format") && (jn_get(node, "minLength") || jn_get(node, "maxLength")))
+        return jfail(c, path, "JSON Schema: 'format' combined with 'minLength'/'maxLength' is not supported");
+    const jnode *req = jn_get(node, "required"), *ap = jn_get(node, "additionalProperties");
+    if (req && ap && ap->t == JN_BOOL && !ap->b) {
+        const jnode *props = jn_get(node, "properties");
+        for (uint32_t j = 0; j < req->n; j++)
+            if (!member(props, req->kid[j]))
+                return jfail(c, path,
+                             "JSON Schema: required property '%.*s' is not in 'properties' and additionalProperties is "
+                             "false",
+                             (int)IFD_MIN(req->kid[j]->n, 64), req->kid[j]->s);
+    }
+    return 0;
+}
+
+/* Is every keyword of node but $ref an annotation (so node means its target)? */
+static bool is_pure_ref(const jnode *node) {
+    if (node->t != JN_OBJ || !jn_get(node, "$ref")) return false;
+    for (uint32_t i = 0; i < node->n; i++) {
+        int ix = kw_find(node->key[i]);
+        if (ix < 0) return false;
+        kw_kind k = KEYWORDS[ix].kind;
+        if (!(k == K_ANNOT || k == K_ID || k == K_BOOL || !strcmp(KEYWORDS[ix].name, "$ref") ||
+              !strcmp(KEYWORDS[ix].name, "$defs") || !strcmp(KEYWORDS[ix].name, "definitions")))
+            return false;
+    }
+    return true;
+}
+
+static int hexval(char ch) {
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+/* The node a "$ref" names, and (path != NULL) its JSON pointer. Only references into
+ * this document ("#", "#/a/b": percent-decoded, then ~1 ~0). NULL when unresolvable
+ * (an error when report). */
+static const jnode *resolve(jctx *c, const jnode *ref, int64_t at, int64_t *path, bool report) {
+    const char *s = ref->s;
+    const jnode *node = c->root;
+    if (path) *path = 0;
+    if (s[0] != '#' || (s[1] && s[1] != '/')) {
+        if (report)
+            jfail(c, at, "JSON Schema: unresolvable $ref '%.*s' (only '#' and '#/...' pointers into this document "
+                         "are supported)",
+                  (int)IFD_MIN(ref->n, 100), s);
+        return NULL;
+    }
+    char seg[256];
+    for (size_t i = 1; s[i] && node;) {
+        size_t n = 0;
+        for (i++; s[i] && s[i] != '/'; i++) {
+            char ch = s[i];
+            if (ch == '%' && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+                ch = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+                i += 2;
+            }
+            if (n + 1 >= sizeof seg) {
+                node = NULL;
+                break;
+            }
+            seg[n++] = ch;
+        }
+        if (!node) break;
+        /* JSON pointer escapes, in place */
+        size_t m = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (seg[k] == '~' && k + 1 < n && (seg[k + 1] == '0' || seg[k + 1] == '1')) {
+                seg[m++] = seg[k + 1] == '0' ? '~' : '/';
+                k++;
+            } else {
+                seg[m++] = seg[k];
+            }
+        }
+        seg[m] = 0;
+        const jnode *next = NULL;
+        if (node->t == JN_OBJ) {
+            for (uint32_t k = 0; k < node->n && !next; k++)
+                if (node->key[k]->n == m && !memcmp(node->key[k]->s, seg, m)) next = node->kid[k];
+        } else if (node->t == JN_ARR && m > 0 && m < 10 && (seg[0] != '0' || m == 1)) {
+            uint32_t ix = 0;
+            bool ok = true;
+            for (size_t k = 0; k < m; k++) {
+                if (seg[k] < '0' || seg[k] > '9') ok = false;
+                ix = ix * 10 + (uint32_t)(seg[k] - '0');
+            }
+            if (ok && ix < node->n) next = node->kid[ix];
+        }
+        node = next;
+        if (node && path && (*path = path_add(c, *path, seg, m)) < 0) return NULL;
+    }
+    if (!node && report)
+        jfail(c, at, "JSON Schema: unresolvable $ref '%.*s'", (int)IFD_MIN(ref->n, 100), s);
+    return node;
+}
+
+/* ---- semantics for oneOf: what a schema may match, as a superset ----------------------------- */
+typedef struct nlist {
+    const jnode **v;
+    int64_t n, cap;
+} nlist;
+
+static bool nl_push(nlist *l, const jnode *x) {
+    for (int64_t i = 0; i < l->n; i++)
+        if (l->v[i] == x) return true;
+    if (!GVEC_GROW(l->v, l->cap, l->n + 1)) return false;
+    l->v[l->n++] = x;
+    return true;
+}
+
+/* The schemas that hold wherever the ones in l hold: l closed under $ref and allOf
+ * (unresolvable references are left out: compiling reports them). */
+static bool closure(jctx *c, nlist *l) {
+    for (int64_t i = 0; i < l->n && l->n < 256; i++) {
+        const jnode *x = l->v[i], *r = jn_get(x, "$ref"), *all = jn_get(x, "allOf"), *t;
+        if (r && r->t == JN_STR && (t = resolve(c, r, -1, NULL, false)) && !nl_push(l, t)) return false;
+        for (uint32_t k = 0; all && all->t == JN_ARR && k < all->n; k++)
+            if (!nl_push(l, all->kid[k])) return false;
+    }
+    return true;
+}
+
+static unsigned sem_types(jctx *c, const jnode *x, int depth);
+
+static unsigned sem_types_list(jctx *c, nlist *l, int depth) {
+    unsigned m = T_ALL;
+    if (!closure(c, l)) return T_ALL;
+    for (int64_t i = 0; i < l->n; i++) {
+        const jnode *x = l->v[i];
+        if (x->t == JN_BOOL) {
+            if (!x->b) m = 0;
+            continue;
+        }
+        const jnode *t = jn_get(x, "type"), *e = jn_get(x, "enum"), *k = jn_get(x, "const");
+        if (t) {
+            unsigned tm = 0;
+            if (t->t == JN_ARR)
+                for (uint32_t j = 0; j < t->n; j++) tm |= type_mask(t->kid[j]);
+            else tm = type_mask(t);
+            m &= tm ? tm : T_ALL;
+        }
+        if (k) m &= value_type(k);
+        if (e && e->t == JN_ARR) {
+            unsigned em = 0;
+            for (uint32_t j = 0; j < e->n; j++) em |= value_type(e->kid[j]);
+            m &= em;
+        }
+        static const char *const unions[] = {"anyOf", "oneOf"};
+        for (int u = 0; u < 2; u++) {
+            const jnode *a = jn_get(x, unions[u]);
+            if (!a || a->t != JN_ARR) continue;
+            unsigned um = 0;
+            for (uint32_t j = 0; j < a->n; j++) um |= sem_types(c, a->kid[j], depth + 1);
+            m &= um;
+        }
+    }
+    return m;
+}
+
+static unsigned sem_types(jctx *c, const jnode *x, int depth) {
+    if (depth > 16) return T_ALL;
+    nlist l = {0};
+    unsigned m = nl_push(&l, x) ? sem_types_list(c, &l, depth) : T_ALL;
+    free(l.v);
+    return m;
+}
+
+/* A finite set of values l's schemas may match (the first enum / const among them),
+ * into *vals; false when none is known. */
+static bool sem_values(const nlist *l, nlist *vals) {
+    for (int64_t i = 0; i < l->n; i++) {
+        const jnode *e = jn_get(l->v[i], "enum"), *k = jn_get(l->v[i], "const");
+        if (k) return nl_push(vals, k);
+        if (e && e->t == JN_ARR) {
+            for (uint32_t j = 0; j < e->n; j++)
+                if (!nl_push(vals, e->kid[j])) return false;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool disjoint_values(const nlist *a, const nlist *b) {
+    for (int64_t i = 0; i < a->n; i++)
+        for (int64_t j = 0; j < b->n; j++)
+            if (jn_equal(a->v[i], b->v[j])) return false;
+    return true;
+}
+
+static bool sem_requires(const nlist *l, const jnode *key) {
+    for (int64_t i = 0; i < l->n; i++) {
+        const jnode *r = jn_get(l->v[i], "required");
+        for (uint32_t j = 0; r && r->t == JN_ARR && j < r->n; j++)
+            if (jn_equal(r->kid[j], key)) return true;
+    }
+    return false;
+}
+
+/* The finite values l allows for member key (from a properties[key] with enum/const). */
+static bool sem_member_values(jctx *c, const nlist *l, const jnode *key, nlist *vals) {
+    for (int64_t i = 0; i < l->n; i++) {
+        const jnode *pr = member(jn_get(l->v[i], "properties"), key);
+        if (!pr) continue;
+        nlist sub = {0};
+        bool ok = nl_push(&sub, pr) && closure(c, &sub) && sem_values(&sub, vals);
+        free(sub.v);
+        if (ok) return true;
+        vals->n = 0;
+    }
+    return false;
+}
+
+/* Objects of a and b told apart by a member both require, with disjoint finite values. */
+static bool discriminated(jctx *c, const nlist *a, const nlist *b) {
+    for (int64_t i = 0; i < a->n; i++) {
+        const jnode *r = jn_get(a->v[i], "required");
+        for (uint32_t j = 0; r && r->t == JN_ARR && j < r->n; j++) {
+            const jnode *key = r->kid[j];
+            if (key->t != JN_STR || !sem_requires(b, key)) continue;
+            nlist va = {0}, vb = {0};
+            bool ok = sem_member_values(c, a, key, &va) && sem_member_values(c, b, key, &vb) && disjoint_values(&va, &vb);
+            free(va.v);
+            free(vb.v);
+            if (ok) return true;
+        }
+    }
+    return false;
+}
+
+/* oneOf at items[io] (branches br): every two branches, each with the rest of the
+ * conjunction, must be provably disjoint: then a value generated from one matches no
+ * other, and oneOf is anyOf. */
+static int check_oneof(jctx *c, const jitem *items, int n, int io, const jnode *br) {
+    const uint32_t k = br->n;
+    nlist *sets = calloc(k, sizeof *sets), *vals = calloc(k, sizeof *vals);
+    unsigned *mask = calloc(k, sizeof *mask);
+    bool *finite = calloc(k, sizeof *finite);
+    int rc = 0;
+    if (!sets || !vals || !mask || !finite) {
+        rc = jfail(c, -1, "out of memory");
+        goto out;
+    }
+    for (uint32_t a = 0; a < k && !rc; a++) {
+        bool ok = nl_push(&sets[a], br->kid[a]);
+        for (int i = 0; i < n && ok; i++) ok = nl_push(&sets[a], items[i].node);
+        ok = ok && closure(c, &sets[a]);
+        if (!ok) rc = jfail(c, -1, "out of memory");
+        mask[a] = sem_types_list(c, &sets[a], 0);
+        finite[a] = sem_values(&sets[a], &vals[a]);
+    }
+    for (uint32_t a = 0; a < k && !rc; a++)
+        for (uint32_t b2 = a + 1; b2 < k && !rc; b2++) {
+            unsigned ov = mask[a] & mask[b2];
+            if (!ov || (finite[a] && finite[b2] && disjoint_values(&vals[a], &vals[b2]))) continue;
+            if (ov == T_OBJ && discriminated(c, &sets[a], &sets[b2])) continue;
+            rc = jfail(c, items[io].path,
+                       "JSON Schema: 'oneOf' branches %u and %u may both match (only provably disjoint branches are "
+                       "supported: different types, different constants, or objects with a required member of "
+                       "different constant values; use anyOf if overlap is fine)",
+                       a, b2);
+        }
+out:
+    for (uint32_t a = 0; a < k && sets && vals; a++) {
+        free(sets[a].v);
+        free(vals[a].v);
+    }
+    free(sets);
+    free(vals);
+    free(mask);
+    free(finite);
+    return rc;
+}
+
+/* ---- compiling ---------------------------------------------------------------------------- */
+static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth);
+
+static gsym as_rule(jctx *c, gsym s) { return s >= 0 || s == JR_EMPTY ? s : gb_seq(c->b, &s, 1); }
+
+/* One schema met alone: compiled once into a rule (named by its path, so a compile
+ * error about recursion says where). */
+static gsym compile_schema(jctx *c, const jnode *node, int64_t path, int depth) {
+    for (int hops = 0; is_pure_ref(node); hops++) {
+        if (check_node(c, node, path)) return -1;
+        if (hops > 32) return jfail(c, path, "JSON Schema: '$ref' cycle");
+        int64_t tp;
+        const jnode *t = resolve(c, jn_get(node, "$ref"), path, &tp, true);
+        if (!t) return -1;
+        node = t;
+        path = tp;
+    }
+    if (node->t == JN_BOOL) return node->b ? jp_value(&c->p) : JR_EMPTY;
+    for (int64_t i = 0; i < c->n_memo; i++)
+        if (c->memo[i].node == node) return c->memo[i].empty ? JR_EMPTY : c->memo[i].rule;
+    if (!GVEC_GROW(c->memo, c->cap_memo, c->n_memo + 1)) return jfail(c, -1, "out of memory");
+    const char *ps = c->paths.p + path;
+    char name[224];
+    int nl = snprintf(name, sizeof name, "%s#%s", c->tag, ps);
+    int32_t r = gb_rule(c->b, nl < 200 ? name : NULL, nl < 200 ? (size_t)nl : 0);
+    if (r < 0) return -1;
+    const int64_t m = c->n_memo++;
+    c->memo[m] = (jmemo){.node = node, .rule = r};
+    jitem it = {node, path, 0, -1};
+    gsym body = compile_conj(c, &it, 1, depth);
+    if (body == JR_EMPTY) {
+        /* earlier recursive references (if any) point at a rule that matches nothing:
+         * the final productivity check reports them */
+        const uint32_t none[8] = {0};
+        gsym z = gb_byteset(c->b, none);
+        c->memo[m].empty = true;
+        return gb_alt(c->b, r, &z, 1) ? -1 : JR_EMPTY;
+    }
+    if (body < 0) return -1;
+    return gb_alt(c->b, r, &body, 1) ? -1 : r;
+}
+
+/* The schemas in l (fresh items) together; none: any value. */
+static gsym compile_list(jctx *c, const jitem *l, int n, int depth) {
+    if (n == 0) return jp_value(&c->p);
+    if (n == 1) return compile_schema(c, l[0].node, l[0].path, depth);
+    return compile_conj(c, l, n, depth);
+}
+
+/* ---- merged keywords ------------------------------------------------------------------------ */
+typedef struct bound {
+    jdec v;
+    bool set, excl;
+} bound;
+
+typedef struct jview {
+    unsigned types;
+    bool has_vals;
+    nlist vals; /* enum / const, intersected */
+    int64_t min_len, max_len; /* max_len < 0: none */
+    const jnode *pattern, *format;
+    int64_t pattern_path;
+    bound lo, hi;
+    int64_t min_items, max_items;
+    bool kw_str, kw_num, kw_arr, kw_obj; /* keywords that constrain that type */
+} jview;
+
+static void tighten(bound *b, const jnode *v, bool excl, bool lower) {
+    jdec d;
+    if (jdec_parse(&d, v->s, v->n)) return; /* check_node refused it */
+    int cmp = b->set ? jdec_cmp(&d, &b->v) : 0;
+    if (!b->set || (lower ? cmp > 0 : cmp < 0)) {
+        b->v = d;
+        b->set = true;
+        b->excl = excl;
+    } else if (cmp == 0) {
+        b->excl |= excl;
+    }
+}
+
+/* Intersect the value set with list[0..n) (enum) */
+static bool vals_intersect(jview *w, const jnode *const *list, uint32_t n) {
+    if (!w->has_vals) {
+        w->has_vals = true;
+        for (uint32_t i = 0; i < n; i++)
+            if (!GVEC_GROW(w->vals.v, w->vals.cap, w->vals.n + 1)) return false;
+            else w->vals.v[w->vals.n++] = list[i];
+        return true;
+    }
+    int64_t k = 0;
+    for (int64_t i = 0; i < w->vals.n; i++) {
+        bool in = false;
+        for (uint32_t j = 0; j < n && !in; j++) in = jn_equal(w->vals.v[i], list[j]);
+        if (in) w->vals.v[k++] = w->vals.v[i];
+    }
+    w->vals.n = k;
+    return true;
+}
+
+static int merge(jctx *c, const jitem *items, int n, jview *w) {
+    *w = (jview){.types = T_ALL, .max_len = -1, .max_items = -1};
+    for (int i = 0; i < n; i++) {
+        const jnode *x = items[i].node;
+        if (x->t != JN_OBJ) continue;
+        for (uint32_t j = 0; j < x->n; j++) {
+            const char *k = x->key[j]->s;
+            const jnode *v = x->kid[j];
+            if (!strcmp(k, "type")) {
+                unsigned m = 0;
+                if (v->t == JN_ARR)
+                    for (uint32_t t = 0; t < v->n; t++) m |= type_mask(v->kid[t]);
+                else m = type_mask(v);
+                w->types &= m;
+            } else if (!strcmp(k, "const")) {
+                if (!vals_intersect(w, (const jnode *const *)&v, 1)) return jfail(c, -1, "out of memory");
+            } else if (!strcmp(k, "enum")) {
+                if (!vals_intersect(w, (const jnode *const *)v->kid, v->n)) return jfail(c, -1, "out of memory");
+            } else if (!strcmp(k, "minLength")) {
+                w->min_len = IFD_MAX(w->min_len, count_value(v));
+                w->kw_str = true;
+            } else if (!strcmp(k, "maxLength")) {
+                int64_t m = count_value(v);
+                w->max_len = w->max_len < 0 ? m : IFD_MIN(w->max_len, m);
+                w->kw_str = true;
+            } else if (!strcmp(k, "pattern") || !strcmp(k, "format")) {
+                const jnode **slot = k[0] == 'p' ? &w->pattern : &w->format;
+                if (*slot && !jn_equal(*slot, v))
+                    return jfail(c, items[i].path, "JSON Schema: two different '%s' values combined (allOf / $ref) "
+                                                   "are not supported", k);
+                *slot = v;
+                if (k[0] == 'p') w->pattern_path = items[i].path;
+                w->kw_str = true;
+            } else if (!strcmp(k, "minimum") || !strcmp(k, "exclusiveMinimum")) {
+                tighten(&w->lo, v, k[0] == 'e', true);
+                w->kw_num = true;
+            } else if (!strcmp(k, "maximum") || !strcmp(k, "exclusiveMaximum")) {
+                tighten(&w->hi, v, k[0] == 'e', false);
+                w->kw_num = true;
+            } else if (!strcmp(k, "minItems")) {
+                w->min_items = IFD_MAX(w->min_items, count_value(v));
+                w->kw_arr = true;
+            } else if (!strcmp(k, "maxItems")) {
+                int64_t m = count_value(v);
+                w->max_items = w->max_items < 0 ? m : IFD_MIN(w->max_items, m);
+                w->kw_arr = true;
+            } else if (!strcmp(k, "items") || !strcmp(k, "prefixItems")) {
+                w->kw_arr = true;
+            } else if (!strcmp(k, "properties") || !strcmp(k, "required") || !strcmp(k, "additionalProperties")) {
+                w->kw_obj = true;
+            }
+        }
+    }
+    if (w->pattern && (w->min_len > 0 || w->max_len >= 0))
+        return jfail(c, w->pattern_path, "JSON Schema: 'pattern' combined with 'minLength'/'maxLength' is not supported");
+    if (w->format && (w->pattern || w->min_len > 0 || w->max_len >= 0))
+        return jfail(c, items[0].path, "JSON Schema: 'format' combined with 'pattern'/'minLength'/'maxLength' is not "
+                                       "supported");
+    return 0;
+}
+
+static int64_t cp_count(const jnode *s) {
+    int64_t n = 0;
+    for (uint32_t i = 0; i < s->n; i++) n += ((unsigned char)s->s[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* enum / const: the values that pass the other keywords, each as its compact text. */
+static gsym build_values(jctx *c, const jview *w, int64_t path) {
+    gsym *alts = malloc(sizeof *alts * (size_t)(w->vals.n + 1));
+    int32_t n = 0;
+    sbuf out = {0};
+    if (!alts) return jfail(c, -1, "out of memory");
+    for (int64_t i = 0; i < w->vals.n; i++) {
+        const jnode *v = w->vals.v[i];
+        if (!(value_type(v) & w->types)) continue;
+        if (v->t == JN_STR) {
+            if (w->pattern || w->format) {
+                free(alts);
+                return jfail(c, path, "JSON Schema: 'enum'/'const' combined with '%s' is not supported",
+                             w->pattern ? "pattern" : "format");
+            }
+            int64_t len = cp_count(v);
+            if (len < w->min_len || (w->max_len >= 0 && len > w->max_len)) continue;
+        } else if (v->t == JN_NUM) {
+            jdec d;
+            if (jdec_parse(&d, v->s, v->n)) continue;
+            if (w->lo.set && (jdec_cmp(&d, &w->lo.v) < 0 || (w->lo.excl && !jdec_cmp(&d, &w->lo.v)))) continue;
+            if (w->hi.set && (jdec_cmp(&d, &w->hi.v) > 0 || (w->hi.excl && !jdec_cmp(&d, &w->hi.v)))) continue;
+        } else if ((v->t == JN_ARR && w->kw_arr) || (v->t == JN_OBJ && w->kw_obj)) {
+            free(alts);
+            return jfail(c, path, "JSON Schema: 'enum'/'const' with %s keywords is not supported",
+                         v->t == JN_ARR ? "array" : "object");
+        }
+        sbuf_reset(&out);
+        jn_write(&out, v);
+        if (out.oom) {
+            free(alts);
+            return jfail(c, -1, "out of memory");
+        }
+        alts[n++] = gb_literal(c->b, out.p, out.n);
+    }
+    sbuf_free(&out);
+    gsym r = n ? gb_choice(c->b, alts, n) : JR_EMPTY;
+    free(alts);
+    return r;
+}
+
+static gsym build_string(jctx *c, const jview *w) {
+    gram_builder *b = c->b;
+    if (w->pattern) {
+        int32_t rule = -1;
+        char rerr[256];
+        if (gram_regex(b, w->pattern->s, w->pattern->n, GRAM_RE_JSON_STRING, &rule, rerr, sizeof rerr))
+            return jfail(c, w->pattern_path, "JSON Schema: 'pattern': %s", rerr);
+        gsym q = gb_byte(b, '"');
+        return SEQ(b, q, rule, q);
+    }
+    if (w->format) return jp_format(&c->p, w->format->s);
+    if (w->max_len >= 0 && w->min_len > w->max_len) return JR_EMPTY;
+    if (w->min_len > MAX_COUNT) return jfail(c, -1, "JSON Schema: 'minLength' above %d is not supported", MAX_COUNT);
+    return jp_string(&c->p, w->min_len, w->max_len);
+}
+
+/* Integer bounds of the view: [*lo, *hi] within int64. *beyond: integers of the range
+ * lie outside int64 only. */
+static void int_bounds(const jview *w, int64_t *lo, int64_t *hi, bool *beyond) {
+    int64_t v;
+    int rc;
+    *lo = INT64_MIN;
+    *hi = INT64_MAX;
+    *beyond = false;
+    if (w->lo.set) {
+        rc = w->lo.excl ? jdec_floor(&w->lo.v, &v) : jdec_ceil(&w->lo.v, &v);
+        if (rc > 0 || (rc == 0 && w->lo.excl && v == INT64_MAX)) *beyond = true;
+        else if (rc == 0) *lo = w->lo.excl ? v + 1 : v;
+    }
+    if (w->hi.set) {
+        rc = w->hi.excl ? jdec_ceil(&w->hi.v, &v) : jdec_floor(&w->hi.v, &v);
+        if (rc < 0 || (rc == 0 && w->hi.excl && v == INT64_MIN)) *beyond = true;
+        else if (rc == 0) *hi = w->hi.excl ? v - 1 : v;
+    }
+}
+
+/* Numbers: without bounds any (bounded-length) number or any int64; with bounds, the
+ * integers of the range and, for "number", N.ddd where the whole of [N, N+1) (or of
+ * (-(N+1), -N] for -N.ddd) lies in the range; no exponents. */
+static gsym build_number(jctx *c, const jview *w, int64_t path) {
+    gram_builder *b = c->b;
+    const bool frac = w->types & T_FRAC;
+    if (!w->lo.set && !w->hi.set) return frac ? jp_number_any(&c->p) : jp_integer_any(&c->p);
+    if (w->lo.set && w->hi.set) {
+        int cmp = jdec_cmp(&w->lo.v, &w->hi.v);
+        if (cmp > 0 || (cmp == 0 && (w->lo.excl || w->hi.excl))) return JR_EMPTY;
+    }
+    int64_t lo, hi;
+    bool beyond;
+    int_bounds(w, &lo, &hi, &beyond);
+    if (!frac) {
+        if (beyond) return jfail(c, path, "JSON Schema: 'minimum'/'maximum': the integers allowed are outside int64");
+        return lo <= hi ? jp_int_range(&c->p, lo, hi) : JR_EMPTY;
+    }
+    const int64_t L = JP_NUM_LIM;
+    gsym alts[3];
+    int32_t n = 0;
+    if (!beyond && IFD_MAX(lo, -L) <= IFD_MIN(hi, L)) alts[n++] = jp_int_range(&c->p, IFD_MAX(lo, -L), IFD_MIN(hi, L));
+    if (!beyond) {
+        int64_t v;
+        /* N.ddd: N >= lo, N + 1 <= hi */
+        int64_t top = L;
+        int rc = w->hi.set ? jdec_floor(&w->hi.v, &v) : 1;
+        if (rc < 0) top = -1;
+        else if (rc == 0) top = v < 1 ? -1 : IFD_MIN(L, v - 1);
+        int64_t bot = IFD_MAX(lo, 0);
+        if (bot <= top) alts[n++] = SEQ(b, jp_uint_range(&c->p, (uint64_t)bot, (uint64_t)top), jp_fraction(&c->p));
+        /* -N.ddd: -(N + 1) >= lo, -N <= hi */
+        top = L;
+        rc = w->lo.set ? jdec_ceil(&w->lo.v, &v) : -1;
+        if (rc > 0 || (rc == 0 && v > -1)) top = -1;
+        else if (rc == 0 && v > -L - 1) top = -v - 1;
+        bot = hi >= 0 ? 0 : hi < -L ? L + 1 : -hi;
+        if (bot <= top)
+            alts[n++] = SEQ(b, gb_byte(b, '-'), jp_uint_range(&c->p, (uint64_t)bot, (uint64_t)top), jp_fraction(&c->p));
+    }
+    if (!n)
+        return jfail(c, path, "JSON Schema: 'minimum'/'maximum' on a number: no value in the range has the forms "
+                              "generated (integers, and N.ddd where all of [N, N+1) lies in the range; at most %d "
+                              "integer digits)",
+                     JP_NUM_INT_DIGITS);
+    return gb_choice(b, alts, n);
+}
+
+/* Arrays: position i's schemas are each schema's prefixItems[i], or its items past its
+ * prefix; "[" ws (e0 ws ("," ws e ws)*)? "]" with the count in [min, max]. */
+static gsym build_array(jctx *c, const jitem *items, int n, const jview *w, int depth) {
+    gram_builder *b = c->b;
+    uint32_t P = 0;
+    for (int i = 0; i < n; i++) {
+        const jnode *pi = jn_get(items[i].node, "prefixItems");
+        if (pi) P = IFD_MAX(P, pi->n);
+    }
+    int64_t min = w->min_items, max = w->max_items;
+    if (min > MAX_COUNT) return jfail(c, items[0].path, "JSON Schema: 'minItems' above %d is not supported", MAX_COUNT);
+    if (max >= 0 && min > max) return JR_EMPTY;
+    gsym *el = calloc((size_t)P + 1, sizeof *el); /* el[P]: past the prefixes */
+    jitem *l = malloc(sizeof *l * (size_t)(n + 1));
+    gsym r = -1;
+    if (!el || !l) {
+        r = jfail(c, -1, "out of memory");
+        goto out;
+    }
+    for (uint32_t pos = 0; pos <= P; pos++) {
+        if (max >= 0 && pos >= max) break;
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            const jnode *x = items[i].node, *pi = jn_get(x, "prefixItems"), *it = jn_get(x, "items");
+            if (pi && pos < pi->n && pos < P) {
+                l[m] = (jitem){pi->kid[pos], path_kw_idx(c, items[i].path, "prefixItems", pos), 0, -1};
+                m++;
+            } else if (it) {
+                l[m] = (jitem){it, path_kw(c, items[i].path, "items"), 0, -1};
+                m++;
+            }
+        }
+        if (c->failed) goto out;
+        el[pos] = compile_list(c, l, m, depth + 1);
+        if (el[pos] == JR_EMPTY) {
+            if (pos < min) {
+                r = JR_EMPTY;
+                goto out;
+            }
+            max = pos; /* no value fits this position: stop before it */
+            break;
+        }
+        if (el[pos] < 0) goto out;
+    }
+    gsym ws = jp_ws(&c->p), comma = gb_byte(b, ',');
+    if (max == 0) {
+        r = SEQ(b, gb_byte(b, '['), ws, gb_byte(b, ']'));
+        goto out;
+    }
+    /* R(i): the elements from i on, each after a comma, i already written (i >= 1) */
+    const uint32_t start = IFD_MAX(P, 1u);
+    gsym R;
+    if (max >= 0 && max <= start) R = gb_empty(b);
+    else R = jp_repeat(&c->p, SEQ(b, comma, ws, el[P], ws), IFD_MAX(0, min - start), max < 0 ? -1 : max - start);
+    for (uint32_t i = start - 1; i >= 1 && i < P; i--) {
+        if (max >= 0 && i >= max) continue; /* R stays empty */
+        gsym more = SEQ(b, comma, ws, el[i], ws, R);
+        R = i >= min ? gb_choice(b, (const gsym[]){more, gb_empty(b)}, 2) : more;
+    }
+    gsym first = SEQ(b, el[0], ws, R);
+    gsym body = min == 0 ? gb_repeat(b, first, 0, 1) : first;
+    r = SEQ(b, gb_byte(b, '['), ws, body, gb_byte(b, ']'));
+out:
+    free(el);
+    free(l);
+    return r;
+}
+
+/* Objects: the members named in properties (schema order; merged over the
+ * conjunction), then required names without a properties entry (checked against
+ * additionalProperties); optional ones may be left out. F(i): members from i on with
+ * none written yet; C(i): the same after one (each starts with a comma). */
+static gsym build_object(jctx *c, const jitem *items, int n, int depth) {
+    gram_builder *b = c->b;
+    nlist keys = {0}, req = {0};
+    jitem *l = malloc(sizeof *l * (size_t)(n + 1));
+    gsym *val = NULL, r = -1;
+    sbuf lit = {0};
+    if (!l) return jfail(c, -1, "out of memory");
+    for (int i = 0; i < n; i++) {
+        const jnode *pr = jn_get(items[i].node, "properties"), *rq = jn_get(items[i].node, "required");
+        for (uint32_t j = 0; pr && j < pr->n; j++) {
+            bool seen = false;
+            for (int64_t k = 0; k < keys.n && !seen; k++) seen = jn_equal(keys.v[k], pr->key[j]);
+            if (!seen && !GVEC_GROW(keys.v, keys.cap, keys.n + 1)) goto oom;
+            if (!seen) keys.v[keys.n++] = pr->key[j];
+        }
+        for (uint32_t j = 0; rq && j < rq->n; j++) {
+            bool seen = false;
+            for (int64_t k = 0; k < req.n && !seen; k++) seen = jn_equal(req.v[k], rq->kid[j]);
+            if (!seen && !GVEC_GROW(req.v, req.cap, req.n + 1)) goto oom;
+            if (!seen) req.v[req.n++] = rq->kid[j];
+        }
+    }
+    /* required names not among the keys go last */
+    for (int64_t k = 0; k < req.n; k++) {
+        bool seen = false;
+        for (int64_t j = 0; j < keys.n && !seen; j++) seen = jn_equal(keys.v[j], req.v[k]);
+        if (!seen && !GVEC_GROW(keys.v, keys.cap, keys.n + 1)) goto oom;
+        if (!seen) keys.v[keys.n++] = req.v[k];
+    }
+    val = malloc(sizeof *val * (size_t)(keys.n + 1));
+    if (!val) goto oom;
+    for (int64_t k = 0; k < keys.n; k++) {
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            const jnode *x = items[i].node, *pr = member(jn_get(x, "properties"), keys.v[k]), *ap;
+            if (pr) l[m++] = (jitem){pr, path_kw_key(c, items[i].path, "properties", keys.v[k]), 0, -1};
+            else if ((ap = jn_get(x, "additionalProperties")))
+                l[m++] = (jitem){ap, path_kw(c, items[i].path, "additionalProperties"), 0, -1};
+        }
+        if (c->failed) goto out;
+        val[k] = compile_list(c, l, m, depth + 1);
+        if (val[k] != JR_EMPTY && val[k] < 0) goto out;
+    }
+    gsym ws = jp_ws(&c->p), comma = gb_byte(b, ','), colon = gb_byte(b, ':');
+    gsym F = gb_empty(b), C = F;
+    for (int64_t k = keys.n - 1; k >= 0; k--) {
+        bool required = false;
+        for (int64_t j = 0; j < req.n && !required; j++) required = jn_equal(req.v[j], keys.v[k]);
+        if (val[k] == JR_EMPTY) {
+            if (required) {
+                r = JR_EMPTY;
+                goto out;
+            }
+            continue;
+        }
+        sbuf_reset(&lit);
+        jn_write_str(&lit, keys.v[k]->s, keys.v[k]->n);
+        if (lit.oom) goto oom;
+        gsym kv = SEQ(b, gb_literal(b, lit.p, lit.n), ws, colon, ws, val[k]);
+        gsym cn = SEQ(b, comma, ws, kv, ws, C), fn = SEQ(b, kv, ws, C);
+        if (!required) {
+            cn = gb_choice(b, (const gsym[]){cn, C}, 2);
+            fn = gb_choice(b, (const gsym[]){fn, F}, 2);
+        }
+        C = cn;
+        F = fn;
+    }
+    r = SEQ(b, gb_byte(b, '{'), ws, F, gb_byte(b, '}'));
+    goto out;
+oom:
+    r = jfail(c, -1, "out of memory");
+out:
+    sbuf_free(&lit);
+    free(val);
+    free(keys.v);
+    free(req.v);
+    free(l);
+    return r;
+}
+
+/* A conjunction with no combinators left: one alternative per JSON type it allows. */
+static gsym build(jctx *c, const jitem *items, int n, int depth) {
+    gram_builder *b = c->b;
+    jview w;
+    gsym r = -1;
+    if (merge(c, items, n, &w)) goto out;
+    if (!w.types) {
+        r = JR_EMPTY;
+        goto out;
+    }
+    if (w.has_vals) {
+        r = build_values(c, &w, items[0].path);
+        goto out;
+    }
+    if (w.types == T_ALL && !w.kw_str && !w.kw_num && !w.kw_arr && !w.kw_obj) {
+        r = jp_value(&c->p);
+        goto out;
+    }
+    gsym alts[6];
+    int32_t na = 0;
+    gsym part;
+    if (w.types & T_NULL) alts[na++] = jp_lit(&c->p, "null");
+    if (w.types & T_BOOL) alts[na++] = gb_choice(b, (const gsym[]){jp_lit(&c->p, "true"), jp_lit(&c->p, "false")}, 2);
+    if (w.types & T_STR) {
+        if ((part = w.kw_str ? build_string(c, &w) : jp_string_any(&c->p)) != JR_EMPTY) alts[na++] = part;
+        if (c->failed) goto out;
+    }
+    if (w.types & (T_INT | T_FRAC)) {
+        if ((part = build_number(c, &w, items[0].path)) != JR_EMPTY) alts[na++] = part;
+        if (c->failed) goto out;
+    }
+    if (w.types & T_ARR) {
+        if ((part = w.kw_arr ? build_array(c, items, n, &w, depth) : jp_array(&c->p)) != JR_EMPTY) alts[na++] = part;
+        if (c->failed) goto out;
+    }
+    if (w.types & T_OBJ) {
+        if ((part = w.kw_obj ? build_object(c, items, n, depth) : jp_object(&c->p)) != JR_EMPTY) alts[na++] = part;
+        if (c->failed) goto out;
+    }
+    r = na ? gb_choice(b, alts, na) : JR_EMPTY;
+out:
+    free(w.vals.v);
+    return c->failed ? -1 : r;
+}
+
+/* Add x to the conjunction unless it is there already. A schema that brings in itself
+ * (through its $ref / allOf / anyOf / oneOf chain) would be validated forever at one
+ * place: an error. */
+static int conj_add(jctx *c, jitem *items, int *n, jitem x, int64_t at) {
+    for (int32_t k = x.parent; k >= 0; k = items[k].parent)
+        if (items[k].node == x.node)
+            return jfail(c, at, "JSON Schema: '$ref' recursion without progress (a schema includes itself at the "
+                                "same place)");
+    for (int i = 0; i < *n; i++)
+        if (items[i].node == x.node) return 0;
+    if (*n >= MAX_CONJ) return jfail(c, at, "JSON Schema: more than %d schemas combined with allOf / $ref", MAX_CONJ);
+    items[(*n)++] = x;
+    return 0;
+}
+
+/* The schemas in[0..n_in) together. */
+static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
+    if (depth > MAX_DEPTH) return jfail(c, in[0].path, "JSON Schema: nested more than %d levels deep", MAX_DEPTH);
+    if (++c->work > MAX_WORK)
+        return jfail(c, in[0].path, "JSON Schema: too complex (more than %d combinations of anyOf / oneOf / allOf)",
+                     MAX_WORK);
+    jitem *items = malloc(sizeof *items * MAX_CONJ);
+    gsym r = -1;
+    if (!items) return jfail(c, -1, "out of memory");
+    int n = 0;
+    for (int i = 0; i < n_in; i++)
+        if (conj_add(c, items, &n, in[i], in[i].path)) goto out;
+    /* expand $ref and allOf */
+    for (int i = 0; i < n; i++) {
+        const jnode *x = items[i].node;
+        if (check_node(c, x, items[i].path)) goto out;
+        if (x->t == JN_BOOL) {
+            if (!x->b) {
+                r = JR_EMPTY;
+                goto out;
+            }
+            continue;
+        }
+        const jnode *ref = jn_get(x, "$ref"), *all = jn_get(x, "allOf");
+        if (ref && !(items[i].done & D_REF)) {
+            int64_t tp;
+            const jnode *t = resolve(c, ref, items[i].path, &tp, true);
+            items[i].done |= D_REF;
+            if (!t || conj_add(c, items, &n, (jitem){t, tp, 0, i}, items[i].path)) goto out;
+        }
+        if (all && !(items[i].done & D_ALLOF)) {
+            items[i].done |= D_ALLOF;
+            for (uint32_t k = 0; k < all->n; k++) {
+                int64_t p = path_kw_idx(c, items[i].path, "allOf", k);
+                if (p < 0 || conj_add(c, items, &n, (jitem){all->kid[k], p, 0, i}, items[i].path)) goto out;
+            }
+        }
+    }
+    /* distribute the first anyOf / oneOf */
+    for (int i = 0; i < n; i++) {
+        const jnode *x = items[i].node, *any = jn_get(x, "anyOf"), *one = jn_get(x, "oneOf");
+        const jnode *br = any && !(items[i].done & D_ANYOF) ? any : one && !(items[i].done & D_ONEOF) ? one : NULL;
+        if (!br) continue;
+        const unsigned flag = br == any ? D_ANYOF : D_ONEOF;
+        if (flag == D_ONEOF && br->n > 1 && check_oneof(c, items, n, i, br)) goto out;
+        gsym *alts = malloc(sizeof *alts * br->n);
+        jitem *sub = malloc(sizeof *sub * (size_t)(n + 1));
+        int32_t na = 0;
+        if (!alts || !sub) {
+            free(alts);
+            free(sub);
+            jfail(c, -1, "out of memory");
+            goto out;
+        }
+        for (uint32_t k = 0; k < br->n; k++) {
+            memcpy(sub, items, sizeof *sub * (size_t)n);
+            sub[i].done |= flag;
+            int64_t p = path_kw_idx(c, items[i].path, flag == D_ANYOF ? "anyOf" : "oneOf", k);
+            sub[n] = (jitem){br->kid[k], p, 0, i};
+            gsym a = p < 0 ? -1 : compile_conj(c, sub, n + 1, depth + 1);
+            if (a == JR_EMPTY) continue;
+            if (a < 0) {
+                na = -1;
+                break;
+            }
+            alts[na++] = a;
+        }
+        r = na < 0 ? -1 : na ? gb_choice(c->b, alts, na) : JR_EMPTY;
+        free(alts);
+        free(sub);
+        goto out;
+    }
+    r = build(c, items, n, depth);
+out:
+    free(items);
+    if (c->failed) return -1;
+    return as_rule(c, r);
+}
+
+/* ---- entry points ---------------------------------------------------------------------------- */
+/* Reachable rules of g that derive no string (a recursion that never ends, a pattern
+ * or a rule that matches nothing) would let a generation walk into a dead end. */
+static int check_productive(const gram *g, char *err, size_t err_bytes) {
+    const int32_t nr = g->n_rules;
+    uint8_t *prod = calloc((size_t)nr + 1, 1), *seen = calloc((size_t)nr + 1, 1);
+    int32_t *stack = malloc(sizeof *stack * ((size_t)nr + 1));
+    int rc = -1;
+    if (!prod || !seen || !stack) {
+        ifd_errf(err, err_bytes, -1, "out of memory");
+        goto out;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int32_t r = 0; r < nr; r++) {
+            if (prod[r]) continue;
+            for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1] && !prod[r]; a++) {
+                bool ok = true;
+                for (int32_t p = g->alt_pos[a]; ok && g->sym[p] != GSYM_END; p++) {
+                    int32_t s = g->sym[p];
+                    if (s >= 0) ok = prod[s];
+                    else {
+                        ok = false;
+                        for (int k = 0; k < 8 && !ok; k++) ok = g->sets[~s][k] != 0;
+                    }
+                }
+                if (ok) prod[r] = changed = 1;
+            }
+        }
+    }
+    int32_t sp = 0;
+    stack[sp++] = g->root;
+    seen[g->root] = 1;
+    rc = 0;
+    while (sp && !rc) {
+        int32_t r = stack[--sp];
+        if (!prod[r]) {
+            rc = ifd_errf(err, err_bytes, -1,
+                          "JSON Schema: part of the schema admits no finite JSON value (a required recursion that "
+                          "never ends, or a pattern that matches nothing)");
+            break;
+        }
+        for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
+            for (int32_t p = g->alt_pos[a]; g->sym[p] != GSYM_END; p++)
+                if (g->sym[p] >= 0 && !seen[g->sym[p]]) {
+                    seen[g->sym[p]] = 1;
+                    stack[sp++] = g->sym[p];
+                }
+    }
+out:
+    free(prod);
+    free(seen);
+    free(stack);
+    return rc;
+}
+
+/* The schema's rule into b (no productivity check). */
+static int build_schema(gram_builder *b, const jdoc *d, int32_t *rule, char *err, size_t err_bytes) {
+    jctx c = {.b = b, .root = d->root, .err = err, .err_bytes = err_bytes};
+    jp_init(&c.p, b);
+    *rule = -1;
+    for (int k = 1; k < 1000; k++) {
+        char probe[20];
+        c.tag[0] = 0;
+        if (k > 1) snprintf(c.tag, sizeof c.tag, "%d", k);
+        int n = snprintf(probe, sizeof probe, "%s#", c.tag);
+        if (gb_find(b, probe, (size_t)n) < 0) break;
+    }
+    sbuf_put(&c.paths, "", 1); /* the root's pointer "" at offset 0 */
+    gsym r = c.paths.oom ? jfail(&c, -1, "out of memory") : compile_schema(&c, d->root, 0, 0);
+    if (!c.failed && r == JR_EMPTY) jfail(&c, 0, "JSON Schema: no JSON value satisfies the schema");
+    if (!c.failed && gb_error(b)) jfail(&c, -1, "JSON Schema: %s", gb_error(b));
+    if (!c.failed) *rule = r;
+    jp_deinit(&c.p);
+    sbuf_free(&c.paths);
+    free(c.memo);
+    return c.failed ? -1 : 0;
+}
+
+int gram_from_json_schema(const char *schema, size_t n, gram **out, char *err, size_t err_bytes) {
+    *out = NULL;
+    jdoc d;
+    int32_t root;
+    gram_builder *b = gb_new();
+    int rc = -1;
+    if (!b) return ifd_errf(err, err_bytes, -1, "out of memory");
+    if (!jdoc_parse(&d, schema, n, err, err_bytes) && !build_schema(b, &d, &root, err, err_bytes)) {
+        char cerr[400];
+        if (gram_compile(b, root, out, cerr, sizeof cerr)) ifd_errf(err, err_bytes, -1, "JSON Schema: %s", cerr);
+        else if (check_productive(*out, err, err_bytes)) {
+            gram_unref(*out);
+            *out = NULL;
+        } else {
+            rc = 0;
+        }
+    }
+    jdoc_free(&d);
+    gb_free(b);
+    return rc;
+}
+
+int gram_json_schema(gram_builder *b, const char *schema, size_t n, int32_t *rule, char *err, size_t err_bytes) {
+    /* the checks need a compiled grammar: build it once alone, then into b */
+    *rule = -1;
+    gram *g = NULL;
+    if (gram_from_json_schema(schema, n, &g, err, err_bytes)) return -1;
+    gram_unref(g);
+    jdoc d;
+    if (jdoc_parse(&d, schema, n, err, err_bytes)) return -1;
+    int rc = build_schema(b, &d, rule, err, err_bytes);
+    jdoc_free(&d);
+    return rc;
+}
