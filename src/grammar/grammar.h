@@ -106,8 +106,9 @@ int gram_regex(gram_builder *b, const char *re, size_t n, unsigned flags, int32_
 int gram_from_regex(const char *re, size_t n, gram **out, char *err, size_t err_bytes);
 
 /* JSON Schema (a JSON text) -> a grammar of the JSON texts it accepts (grammar_json.c
- * lists the keywords). Whitespace between tokens: at most GRAM_JSON_MAX_WS bytes of
- * [ \t\n] each. */
+ * lists the keywords). Whitespace between tokens: none, one space, or one newline and
+ * at most GRAM_JSON_MAX_WS spaces or tabs (compact, ", "-separated and pretty-printed
+ * JSON; never a run a model could pad its output with). */
 #define GRAM_JSON_MAX_WS 16
 int gram_json_schema(gram_builder *b, const char *schema, size_t n, int32_t *rule, char *err,
                      size_t err_bytes);

@@ -497,12 +497,12 @@ int chat_parse_tool_calls(const char *text, size_t n, tool_calls *out) {
     return out->n;
 }
 
-int chat_tool_calls(const tool_format *f, const char *text, size_t n, tool_calls *out) {
+int chat_tool_calls(const tool_format *f, const char *text, size_t n, bool partial, tool_calls *out) {
     memset(out, 0, sizeof *out);
     out->content_end = n;
     tool_span sp[CHAT_MAX_TOOL_CALLS];
     size_t content_end;
-    int k = tool_scan(f, text, n, true, sp, CHAT_MAX_TOOL_CALLS, &content_end);
+    int k = tool_scan(f, text, n, !partial, sp, CHAT_MAX_TOOL_CALLS, &content_end);
     for (int i = 0; i < k; i++) {
         tool_call c = {0};
         if (!tool_span_strings(f, text, &sp[i], &c.name, &c.arguments)) break;
@@ -517,8 +517,8 @@ int chat_tool_calls(const tool_format *f, const char *text, size_t n, tool_calls
         rand_alnum(c.id + 5, 24);
         out->v[out->n++] = c;
     }
-    if (out->n > 0) {
-        out->content_end = content_end;
+    if (out->n > 0 || partial) {
+        out->content_end = out->n > 0 ? content_end : n;
         return out->n;
     }
     /* not in the template's format: the shapes small models write anyway */

@@ -67,9 +67,11 @@ typedef struct tool_calls {
 const tool_format *chat_tool_format(const chat_ctx *c);
 #define CHAT_MAX_TOOL_CALLS 64
 /* The calls of a finished generation in format f (tools.h), with fresh ids; when none
- * parse in f, the shapes of chat_parse_tool_calls. Returns the number found (0: the
- * text is plain content, out->content_end = n). */
-int chat_tool_calls(const tool_format *f, const char *text, size_t n, tool_calls *out);
+ * parse in f, the shapes of chat_parse_tool_calls. partial (a forced call, whose
+ * format the grammar guarantees): a last call cut short counts, with its arguments so
+ * far, and nothing else is tried. Returns the number found (0: the text is plain
+ * content, out->content_end = n). */
+int chat_tool_calls(const tool_format *f, const char *text, size_t n, bool partial, tool_calls *out);
 /* The shapes small models write whatever their template says: Hermes tags, Llama 3 bare
  * JSON, Mistral [TOOL_CALLS], a JSON call in a markdown fence. */
 int chat_parse_tool_calls(const char *text, size_t n, tool_calls *out);

@@ -122,6 +122,8 @@ int gen_prepare(server *s, oai_request *r, api_error *e) {
 
 static void gen_free(gen_req *g) {
     for (int32_t i = 0; i < g->n_choices; i++) {
+        free(g->choices[i].tc_id);
+        free(g->choices[i].tc_args);
         sbuf_free(&g->choices[i].text);
         free(g->choices[i].tokens);
         free(g->choices[i].lp);

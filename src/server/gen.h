@@ -38,6 +38,11 @@ typedef struct gen_choice {
     bool sent_role, sent_final;
     size_t sent_text;
     int32_t sent_tokens;
+    /* streamed tool calls: those whose head (id, name) went out, their ids, and how
+     * many bytes of each one's arguments */
+    int32_t tc_sent;
+    char (*tc_id)[40];  /* [CHAT_MAX_TOOL_CALLS] once a call streams */
+    size_t *tc_args;    /* [CHAT_MAX_TOOL_CALLS] */
 } gen_choice;
 
 typedef struct gen_sub { /* one engine request: one prompt, n choices */

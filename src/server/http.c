@@ -853,13 +853,13 @@ static void on_done(void *app, httpd_conn *c, void *user, httpd_done why_done) {
             bool tc = false;
             if (g->req.tools && ch->finished && ch->finish == INFERD_FINISH_STOP) {
                 tool_calls t;
-                tc = chat_parse_tool_calls(ch->text.p ? ch->text.p : "", ch->text.n, &t) > 0;
+                tc = resp_tool_calls_of(g, ch, &t) > 0;
                 tool_calls_free(&t);
             }
             if (!ch->finished) continue;
-            const char *fr = resp_finish(ch, tc);
+            const char *fr = resp_finish(g, ch, tc);
             finish_label fl = !strcmp(fr, "stop") ? FIN_STOP : !strcmp(fr, "length") ? FIN_LENGTH
-                              : !strcmp(fr, "tool_calls") ? FIN_TOOL_CALLS : !strcmp(fr, "abort") ? FIN_ABORT : FIN_ERROR;
+                              : (!strcmp(fr, "tool_calls") || !strcmp(fr, "function_call")) ? FIN_TOOL_CALLS : !strcmp(fr, "abort") ? FIN_ABORT : FIN_ERROR;
             metrics_finished(s->metrics, fl);
             if (!L.finish_reason || strcmp(fr, "stop")) L.finish_reason = fr;
         }

@@ -15,8 +15,8 @@ bool resp_all_space(const char *s, size_t n) {
     return true;
 }
 
-const char *resp_finish(const gen_choice *ch, bool tool_calls) {
-    if (tool_calls && ch->finish == INFERD_FINISH_STOP) return "tool_calls";
+const char *resp_finish(const gen_req *g, const gen_choice *ch, bool tool_calls) {
+    if (tool_calls && ch->finish == INFERD_FINISH_STOP) return g->req.legacy_functions ? "function_call" : "tool_calls";
     const char *s = gen_finish_str(ch->finish);
     return s ? s : "stop";
 }
@@ -157,6 +157,14 @@ void resp_usage(const gen_req *g, sbuf *o) {
     sbuf_puts(o, "}");
 }
 
+int resp_tool_calls_of(const gen_req *g, const gen_choice *ch, tool_calls *tc) {
+    const int n = chat_tool_calls(chat_tool_format(g->srv->chat), ch->text.p ? ch->text.p : "", ch->text.n,
+                                  g->req.tool_mode != OAI_TOOLS_AUTO, tc);
+    /* the ids a stream already gave out */
+    for (int i = 0; i < n && i < ch->tc_sent && ch->tc_id; i++) memcpy(tc->v[i].id, ch->tc_id[i], sizeof tc->v[i].id);
+    return n;
+}
+
 void resp_tool_calls(const tool_calls *t, bool with_index, sbuf *o) {
     sbuf_puts(o, "[");
     for (int i = 0; i < t->n; i++) {
@@ -202,13 +210,19 @@ int resp_body(gen_req *g, sbuf *o, api_error *e) {
         if (i) sbuf_puts(o, ",");
         sbuf_printf(o, "{\"index\":%d,", (int)i);
         tool_calls tc = {0};
-        if (chat && q->tools) chat_parse_tool_calls(ch->text.p ? ch->text.p : "", ch->text.n, &tc);
+        if (chat && q->tools) resp_tool_calls_of(g, ch, &tc);
         if (chat) {
             size_t n = tc.n ? tc.content_end : ch->text.n;
             sbuf_puts(o, "\"message\":{\"role\":\"assistant\",\"content\":");
             if (tc.n && resp_all_space(ch->text.p, n)) sbuf_puts(o, "null");
             else sbuf_json_str(o, ch->text.p ? ch->text.p : "", n);
-            if (tc.n) {
+            if (tc.n && q->legacy_functions) { /* the deprecated shape: the first call */
+                sbuf_puts(o, ",\"function_call\":{\"name\":");
+                sbuf_json_str(o, tc.v[0].name, strlen(tc.v[0].name));
+                sbuf_puts(o, ",\"arguments\":");
+                sbuf_json_str(o, tc.v[0].arguments, strlen(tc.v[0].arguments));
+                sbuf_puts(o, "}");
+            } else if (tc.n) {
                 sbuf_puts(o, ",\"tool_calls\":");
                 resp_tool_calls(&tc, false, o);
             }
@@ -232,7 +246,7 @@ int resp_body(gen_req *g, sbuf *o, api_error *e) {
             else sbuf_puts(o, "null");
         }
         sbuf_puts(o, ",\"finish_reason\":");
-        const char *fr = resp_finish(ch, tc.n > 0);
+        const char *fr = resp_finish(g, ch, tc.n > 0);
         sbuf_json_str(o, fr, strlen(fr));
         sbuf_puts(o, "}");
         tool_calls_free(&tc);

@@ -24,8 +24,11 @@ void resp_logprobs_legacy(const gen_req *g, int32_t choice, bool with_prompt, in
                           sbuf *o);
 void resp_usage(const gen_req *g, sbuf *o);
 void resp_tool_calls(const tool_calls *t, bool with_index, sbuf *o);
+/* The tool calls of a finished choice in the template's format (chat_tool_calls), with
+ * the ids its stream gave out. Returns the count. */
+int resp_tool_calls_of(const gen_req *g, const gen_choice *ch, tool_calls *tc);
 /* The API's finish_reason for a finished choice. */
-const char *resp_finish(const gen_choice *ch, bool tool_calls);
+const char *resp_finish(const gen_req *g, const gen_choice *ch, bool tool_calls);
 bool resp_all_space(const char *s, size_t n);
 
 /* ---- sse.c ---- */

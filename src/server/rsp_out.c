@@ -76,7 +76,7 @@ static int out_fix(rsp_ctx *x, const gen_req *g) {
     const gen_choice *ch = &g->choices[0];
     const char *text = ch->text.p ? ch->text.p : "";
     size_t end = ch->text.n;
-    if (g->req.tools && chat_parse_tool_calls(text, ch->text.n, &x->tc) > 0)
+    if (g->req.tools && resp_tool_calls_of(g, ch, &x->tc) > 0)
         end = x->tc.content_end;
     x->has_msg = x->tc.n == 0 || !resp_all_space(text, end) || x->msg_open;
     x->msg_bytes = IFD_MAX(end, x->sent_text);

@@ -27,7 +27,7 @@ static void chunk_tail(const gen_req *g, sbuf *o) {
 /* One chunk for one choice. text may be NULL (no content key); finish NULL: null.
  * echo_lp: the echoed prompt's logprobs (completions with echo and logprobs). */
 static void chunk(gen_req *g, int32_t index, gen_choice *ch, bool role, const char *text, size_t n,
-                  int32_t tok_from, int32_t tok_to, const tool_calls *tc, const char *finish,
+                  int32_t tok_from, int32_t tok_to, const char *tc, const char *finish,
                   bool echo_lp, sbuf *o) {
     const oai_request *q = &g->req;
     chunk_head(g, o);
@@ -44,9 +44,9 @@ static void chunk(gen_req *g, int32_t index, gen_choice *ch, bool role, const ch
             sbuf_json_str(o, text, n);
             comma = true;
         }
-        if (tc && tc->n) {
-            sbuf_puts(o, comma ? ",\"tool_calls\":" : "\"tool_calls\":");
-            resp_tool_calls(tc, true, o);
+        if (tc) { /* tool-call deltas, pre-rendered: "content":null,"tool_calls":[…] */
+            sbuf_puts(o, comma ? "," : "");
+            sbuf_puts(o, tc);
         }
         sbuf_puts(o, "},\"logprobs\":");
         if (q->logprobs && tok_to > tok_from) resp_logprobs_chat(g, ch, tok_from, tok_to, o);
@@ -68,18 +68,133 @@ static void chunk(gen_req *g, int32_t index, gen_choice *ch, bool role, const ch
     chunk_tail(g, o);
 }
 
-/* The choice's final chunk: the rest of its content, its tool calls, finish_reason. */
+/* ---- tool calls ----------------------------------------------------------------------
+ * Deltas that only ever append: a call's head ({index, id, type, function: {name,
+ * arguments: ""}}) once its name is whole, then fragments of its arguments as they are
+ * written. With a forced call (tool_choice required / named: the grammar guarantees
+ * the format) the fragments stream as the model writes them; otherwise a call goes out
+ * once it is complete, so text that turns out not to be a call is never half sent as
+ * one. The final chunk sends what is left, with the same ids, so the deltas concatenate
+ * to the non-streamed calls. The deprecated functions get function_call deltas. */
+static void tc_head(const gen_req *g, int32_t i, const char *id, const char *name, size_t name_len, sbuf *o) {
+    if (g->req.legacy_functions) {
+        sbuf_puts(o, "\"content\":null,\"function_call\":{\"name\":");
+        sbuf_json_str(o, name, name_len);
+        sbuf_puts(o, ",\"arguments\":\"\"}");
+        return;
+    }
+    sbuf_printf(o, "\"content\":null,\"tool_calls\":[{\"index\":%d,\"id\":", (int)i);
+    sbuf_json_str(o, id, strlen(id));
+    sbuf_puts(o, ",\"type\":\"function\",\"function\":{\"name\":");
+    sbuf_json_str(o, name, name_len);
+    sbuf_puts(o, ",\"arguments\":\"\"}}]");
+}
+
+static void tc_args(const gen_req *g, int32_t i, const char *frag, size_t n, sbuf *o) {
+    if (g->req.legacy_functions) {
+        sbuf_puts(o, "\"content\":null,\"function_call\":{\"arguments\":");
+        sbuf_json_str(o, frag, n);
+        sbuf_puts(o, "}");
+        return;
+    }
+    sbuf_printf(o, "\"content\":null,\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", (int)i);
+    sbuf_json_str(o, frag, n);
+    sbuf_puts(o, "}}]");
+}
+
+static bool tc_state(gen_choice *ch) {
+    if (ch->tc_id) return true;
+    ch->tc_id = calloc(CHAT_MAX_TOOL_CALLS, sizeof *ch->tc_id);
+    ch->tc_args = calloc(CHAT_MAX_TOOL_CALLS, sizeof *ch->tc_args);
+    return ch->tc_id && ch->tc_args;
+}
+
+/* One chunk per delta (finish: on the last one of a final chunk, else NULL). */
+static void tc_emit(gen_req *g, int32_t index, gen_choice *ch, sbuf *delta, const char *finish, sbuf *o) {
+    chunk(g, index, ch, false, NULL, 0, 0, 0, delta->p ? delta->p : "", finish, false, o);
+    sbuf_reset(delta);
+}
+
+/* The calls of a running choice that can go out now (spans from tool_scan). */
+static void tc_stream(gen_req *g, int32_t index, gen_choice *ch, const tool_span *sp, int k, bool forced,
+                      sbuf *o) {
+    const char *text = ch->text.p ? ch->text.p : "";
+    const tool_format *f = chat_tool_format(g->srv->chat);
+    sbuf d = {0};
+    for (int i = 0; i < k && i < CHAT_MAX_TOOL_CALLS; i++) {
+        if (!sp[i].complete && !(forced && sp[i].name_done)) break;
+        if (g->req.legacy_functions && i > 0) break; /* one call in that shape */
+        if (!tc_state(ch)) break;
+        if (i >= ch->tc_sent) {
+            snprintf(ch->tc_id[i], sizeof ch->tc_id[i], "call_");
+            rand_alnum(ch->tc_id[i] + 5, 24);
+            char *name = NULL, *args = NULL;
+            if (sp[i].complete && tool_span_strings(f, text, &sp[i], &name, &args)) {
+                tc_head(g, i, ch->tc_id[i], name, strlen(name), &d);
+            } else if (!sp[i].complete) {
+                tc_head(g, i, ch->tc_id[i], text + sp[i].name_off, sp[i].name_len, &d);
+            } else {
+                free(name);
+                free(args);
+                break; /* a complete call that does not convert: left to the final parse */
+            }
+            tc_emit(g, index, ch, &d, NULL, o);
+            ch->tc_sent = i + 1;
+            ch->tc_args[i] = 0;
+            if (!sp[i].args_raw && args) { /* converted arguments: all at once */
+                tc_args(g, i, args, strlen(args), &d);
+                tc_emit(g, index, ch, &d, NULL, o);
+                ch->tc_args[i] = SIZE_MAX;
+            }
+            free(name);
+            free(args);
+        }
+        if (sp[i].args_raw && ch->tc_args[i] != SIZE_MAX && sp[i].args_len > ch->tc_args[i]) {
+            tc_args(g, i, text + sp[i].args_off + ch->tc_args[i], sp[i].args_len - ch->tc_args[i], &d);
+            tc_emit(g, index, ch, &d, NULL, o);
+            ch->tc_args[i] = sp[i].args_len;
+        }
+    }
+    sbuf_free(&d);
+}
+
+/* The choice's final chunk: the rest of its content, the rest of its tool calls,
+ * finish_reason. */
 static void final_chunk(gen_req *g, int32_t i, gen_choice *ch, sbuf *o) {
     const char *text = ch->text.p ? ch->text.p : "";
     tool_calls tc = {0};
     size_t end = ch->text.n;
-    if (g->req.kind == OAI_CHAT && g->req.tools && chat_parse_tool_calls(text, ch->text.n, &tc) > 0) {
+    if (g->req.kind == OAI_CHAT && g->req.tools && resp_tool_calls_of(g, ch, &tc) > 0) {
         end = tc.content_end;
         if (resp_all_space(text, end)) end = ch->sent_text; /* content is null: send no more */
     }
     size_t from = IFD_MIN(ch->sent_text, end);
-    chunk(g, i, ch, false, text + from, end - from, ch->sent_tokens, ch->n_tokens, &tc,
-          resp_finish(ch, tc.n > 0), false, o);
+    const char *finish = resp_finish(g, ch, tc.n > 0);
+    int n_calls = g->req.legacy_functions ? IFD_MIN(tc.n, 1) : tc.n;
+    if (n_calls == 0) {
+        chunk(g, i, ch, false, text + from, end - from, ch->sent_tokens, ch->n_tokens, NULL, finish, false, o);
+    } else {
+        if (end > from || ch->n_tokens > ch->sent_tokens)
+            chunk(g, i, ch, false, text + from, end - from, ch->sent_tokens, ch->n_tokens, NULL, NULL, false, o);
+        sbuf d = {0};
+        for (int k = 0; k < n_calls; k++) {
+            const tool_call *c = &tc.v[k];
+            size_t done = 0;
+            if (k >= ch->tc_sent) {
+                tc_head(g, k, c->id, c->name, strlen(c->name), &d);
+                if (k + 1 == n_calls && !c->arguments[0]) break;
+                tc_emit(g, i, ch, &d, NULL, o);
+            } else {
+                done = ch->tc_args[k] == SIZE_MAX ? strlen(c->arguments) : ch->tc_args[k];
+            }
+            const size_t len = strlen(c->arguments);
+            if (done < len) tc_args(g, k, c->arguments + done, len - done, &d);
+            if (d.n && k + 1 < n_calls) tc_emit(g, i, ch, &d, NULL, o);
+        }
+        if (d.n) tc_emit(g, i, ch, &d, finish, o);
+        else chunk(g, i, ch, false, NULL, 0, 0, 0, NULL, finish, false, o);
+        sbuf_free(&d);
+    }
     ch->sent_text = ch->text.n;
     ch->sent_tokens = ch->n_tokens;
     ch->sent_final = true;
@@ -128,13 +243,25 @@ bool sse_fill(gen_req *g, sbuf *o) {
         }
         all_final = false;
         size_t safe = ch->text.n;
-        if (q->kind == OAI_CHAT && q->tools) safe = chat_tool_stream_safe(ch->text.p ? ch->text.p : "", ch->text.n);
-        if (safe > ch->sent_text) {
+        tool_span sp[CHAT_MAX_TOOL_CALLS];
+        int k = 0;
+        const bool forced = q->tool_mode != OAI_TOOLS_AUTO;
+        size_t content_end = ch->text.n;
+        if (q->kind == OAI_CHAT && q->tools) {
+            const char *text = ch->text.p ? ch->text.p : "";
+            k = tool_scan(chat_tool_format(g->srv->chat), text, ch->text.n, false, sp, CHAT_MAX_TOOL_CALLS,
+                          &content_end);
+            safe = IFD_MIN(content_end, chat_tool_stream_safe(text, ch->text.n));
+            if (forced) safe = 0; /* the grammar writes calls only */
+        }
+        if (safe > ch->sent_text && ch->tc_sent == 0) {
             chunk(g, i, ch, false, ch->text.p + ch->sent_text, safe - ch->sent_text, ch->sent_tokens,
                   ch->n_tokens, NULL, NULL, false, o);
             ch->sent_text = safe;
             ch->sent_tokens = ch->n_tokens;
         }
+        /* calls go out once the content before them is out */
+        if (k > 0 && (forced || ch->sent_text >= content_end)) tc_stream(g, i, ch, sp, k, forced, o);
     }
     if (!all_final) return false;
     if (q->include_usage && !g->sent_usage) {

@@ -136,8 +136,8 @@ int so_prepare(server *s, oai_request *r, api_error *e) {
     const tool_format *tf = chat_tool_format(s->chat);
     if (forced) {
         txt = cJSON_PrintUnformatted(r->tools);
-        sbuf_printf(&key, "T%s|%d|%d|%s|", tool_format_name(tf), (int)r->tool_mode, (int)r->parallel_tool_calls,
-                    r->tool_name ? r->tool_name : "");
+        sbuf_printf(&key, "T%s|%d|%d|%d|%s|", tool_format_name(tf), (int)r->tool_mode, (int)r->parallel_tool_calls,
+                    (int)r->legacy_functions, r->tool_name ? r->tool_name : "");
     } else if (r->so_kind == OAI_SO_JSON_SCHEMA || r->so_kind == OAI_SO_CHOICE) {
         txt = cJSON_IsString(r->so_value) ? strdup(r->so_value->valuestring) : cJSON_PrintUnformatted(r->so_value);
         sbuf_printf(&key, "%d|", (int)r->so_kind);
@@ -163,8 +163,10 @@ int so_prepare(server *s, oai_request *r, api_error *e) {
     if (!g) {
         char err[512] = "";
         if (forced) {
-            rc = tool_grammar(tf, r->tools, r->tool_mode == OAI_TOOLS_NAMED ? r->tool_name : NULL,
-                              r->parallel_tool_calls, &g, e);
+            /* a named function is called once; "required" may call several when
+             * parallel_tool_calls allows (one in the deprecated function_call shape) */
+            const bool parallel = r->tool_mode == OAI_TOOLS_REQUIRED && r->parallel_tool_calls && !r->legacy_functions;
+            rc = tool_grammar(tf, r->tools, r->tool_mode == OAI_TOOLS_NAMED ? r->tool_name : NULL, parallel, &g, e);
         } else {
             inferd_grammar_kind k = INFERD_GRAMMAR_JSON_OBJECT;
             int crc;

@@ -527,7 +527,7 @@ static char *xml_args(const char *t, size_t off, size_t len) {
 
 bool tool_span_strings(const tool_format *f, const char *t, const tool_span *s, char **name, char **args) {
     *name = *args = NULL;
-    if (!s->complete || !s->name_done || s->name_len == 0) return false;
+    if (!s->name_done || s->name_len == 0 || (!s->complete && !s->args_raw)) return false;
     if (f->body == TF_JSON_OBJ) { /* a JSON string: decode it */
         char *q = malloc(s->name_len + 3);
         if (!q) return false;

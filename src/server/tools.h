@@ -52,8 +52,9 @@ typedef struct tool_span {
 int tool_scan(const tool_format *f, const char *text, size_t n, bool at_end, tool_span *spans, int max,
               size_t *content_end);
 
-/* The name and the arguments (JSON text) of a complete call, malloc'ed; false on a
- * call that cannot be converted (or no memory). */
+/* The name and the arguments (JSON text) of a call, malloc'ed: a complete one, or a
+ * partial one whose name is whole and whose arguments are JSON text so far (a forced
+ * call cut by max_tokens); false otherwise (or on no memory). */
 bool tool_span_strings(const tool_format *f, const char *text, const tool_span *s, char **name, char **args);
 
 /* The grammar of a forced call in format f: one call (or, when parallel, one or more)

@@ -22,7 +22,6 @@ openai = require_module("openai", "pip install -r requirements-dev.txt")
 from server_util import TEMPLATES, Server  # noqa: E402
 
 MODEL = "shakespeare-target"
-ISSUE_12 = "needs structured outputs (issue 12)"
 
 
 @pytest.fixture(scope="module")
@@ -327,7 +326,8 @@ def test_store_ttl():
 # ---- tools -------------------------------------------------------------------------------
 
 TOOLS = [{"type": "function", "name": "get_weather", "description": "Weather for a city",
-          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+          "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16}},
+                         "required": ["city"]},
           "strict": False}]
 CHAT_TOOLS = [{"type": "function", "function": {k: v for k, v in TOOLS[0].items() if k != "type"}}]
 
@@ -373,44 +373,40 @@ def test_function_call_round_trip(qwen_srv):
     assert r.usage.input_tokens == prompt_tokens(qwen_srv, [{"role": "user", "content": "Weather in Paris?"}])
 
 
-@pytest.mark.xfail(strict=False, reason=ISSUE_12)
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "name": "get_weather"}])
 def test_tool_choice_forced(qwen_srv, choice):
     c = openai.OpenAI(base_url=qwen_srv.base_url, api_key="unused", max_retries=0)
     r = c.responses.create(model="qwen-tmpl", input="Weather in Paris?", tools=TOOLS, tool_choice=choice,
-                           max_output_tokens=64, temperature=0)
+                           max_output_tokens=200, temperature=0, parallel_tool_calls=False)
     calls = [o for o in r.output if o.type == "function_call"]
     assert calls and calls[0].name == "get_weather"
     json.loads(calls[0].arguments)
 
 
-@pytest.mark.xfail(strict=False, reason=ISSUE_12)
 def test_text_format_json_schema(client):
-    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}}, "required": ["name"],
               "additionalProperties": False}
-    r = client.responses.create(model=MODEL, input="Name a king.", max_output_tokens=48, temperature=0,
+    r = client.responses.create(model=MODEL, input="Name a king.", max_output_tokens=120, temperature=0,
                                 text={"format": {"type": "json_schema", "name": "king", "schema": schema,
                                                  "strict": True}})
     assert r.text.format.type == "json_schema"
     assert isinstance(json.loads(r.output_text)["name"], str)
 
 
-@pytest.mark.xfail(strict=False, reason=ISSUE_12)
 def test_text_format_json_object(client):
-    r = client.responses.create(model=MODEL, input="A JSON object, please.", max_output_tokens=48, temperature=0,
+    r = client.responses.create(model=MODEL, input="A JSON object, please.", max_output_tokens=120, temperature=0,
                                 text={"format": {"type": "json_object"}})
     assert isinstance(json.loads(r.output_text), dict)
 
 
-def test_forced_features_refused_cleanly(srv):
-    """Until the chat path has them: a 400 naming the Responses field, not a crash."""
-    for body, param in [({"tool_choice": "required", "tools": TOOLS}, "tool_choice"),
-                        ({"text": {"format": {"type": "json_object"}}}, "text.format")]:
+def test_forced_features_errors_named(srv):
+    """A bad schema or a tool_choice naming no tool: a 400 naming the Responses field."""
+    bad_schema = {"type": "json_schema", "name": "x", "schema": {"type": "object", "patternProperties": {}}}
+    for body, param in [({"tool_choice": {"type": "function", "name": "nope"}, "tools": TOOLS}, "tool_choice"),
+                        ({"text": {"format": bad_schema}}, "text.format")]:
         st, h, d = srv.request("POST", "/v1/responses", {"input": "hi", "max_output_tokens": 2, **body})
-        if st == 200:
-            continue  # implemented (issue 12)
         assert st == 400, d
-        assert json.loads(d)["error"]["param"] == param
+        assert json.loads(d)["error"]["param"] == param, d
 
 
 def test_accepted_extras(client):
