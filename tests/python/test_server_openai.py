@@ -247,10 +247,10 @@ def test_tools_round_trip(qwen_srv):
     frs = [ch.choices[0].finish_reason for ch in c.chat.completions.create(
         model="qwen-tmpl", messages=msgs, tools=TOOLS, max_tokens=16, temperature=0, stream=True) if ch.choices]
     assert frs[-1] in ("stop", "length", "tool_calls")
-    # tool_choice values we do not support are a 400 naming the field
+    # a tool_choice naming no tool is a 400 naming the field
     with pytest.raises(openai.BadRequestError) as ei:
         c.chat.completions.create(model="qwen-tmpl", messages=msgs, tools=TOOLS, max_tokens=4,
-                                  tool_choice={"type": "function", "function": {"name": "get_weather"}})
+                                  tool_choice={"type": "function", "function": {"name": "get_wether"}})
     assert ei.value.body["param"] == "tool_choice"
 
 
