@@ -9,9 +9,10 @@
  * grammar. --sample runs N generations over the file's vocabulary (only the tokenizer
  * is read, so vocab-only GGUFs work) with random choices standing in for logits: each
  * step takes the state's mask (gram_mask), picks an allowed token uniformly, ends only
- * where the grammar may end; past T/2 tokens it steers to the nearest end (a shortest
- * completion in bytes, found breadth-first with gram_step, followed by allowed tokens
- * that are prefixes of it). Each text is printed as one JSON string per line; one that
+ * where the grammar may end; past T/2 tokens it steers to an end: a completion in bytes
+ * (the shortest when a small breadth-first search with gram_step finds it, else a
+ * depth-first one trying closers first), followed by the longest allowed tokens that
+ * are prefixes of it. Each text is printed as one JSON string per line; one that
  * does not finish within T tokens (or that is not valid UTF-8) is reported on stderr
  * and makes the exit status 1. One thread. */
 #include <cjson/cJSON.h>
@@ -108,22 +109,53 @@ static bool bfs_add(bfs *q, gram_state s, int32_t prev, uint8_t byte, bool *oom)
     return true;
 }
 
-/* The bytes of a shortest path from s to a state that may end, into *plan; false when
- * none is found within the search limit. */
-static bool shortest_completion(gram *g, gram_state s, sbuf *plan) {
+static void bfs_free(bfs *q) {
+    free(q->state);
+    free(q->prev);
+    free(q->byte);
+    free(q->ix);
+}
+
+/* The path from the search's first state to state i, into *plan. */
+static bool path_to(const bfs *q, int64_t i, sbuf *plan) {
+    int64_t len = 0;
+    for (int64_t k = i; q->prev[k] >= 0; k = q->prev[k]) len++;
+    if (!sbuf_reserve(plan, (size_t)len + 1)) return false;
+    plan->n = (size_t)len;
+    for (int64_t k = i; q->prev[k] >= 0; k = q->prev[k]) plan->p[--len] = (char)q->byte[k];
+    return true;
+}
+
+#define BFS_STATES 4000 /* breadth-first: exact but explodes where any value may nest */
+#define DFS_STATES 200000
+#define DFS_DEPTH 8192
+
+/* Bytes to try first when any completion will do: closers and the shortest values;
+ * openers and escapes last (they only lead deeper). */
+static void byte_order(uint8_t order[256]) {
+    static const char first[] = "\"}]0,:";
+    bool used[256] = {0};
+    int n = 0;
+    for (const char *c = first; *c; c++) used[(uint8_t)(order[n++] = (uint8_t)*c)] = true;
+    for (int c = 0x20; c < 0x7F; c++)
+        if (!used[c] && c != '[' && c != '{' && c != '\\') used[order[n++] = (uint8_t)c] = true;
+    for (const char *c = "[{\\"; *c; c++) used[(uint8_t)(order[n++] = (uint8_t)*c)] = true;
+    for (int c = 0x80; c < 0x100; c++) order[n++] = (uint8_t)c;
+    for (int c = 0; c < 0x20; c++) order[n++] = (uint8_t)c;
+}
+
+/* A completion from s to a state that may end, into *plan: the shortest one when a
+ * small breadth-first search finds it, else the first a depth-first search finds,
+ * trying bytes in byte_order (every state it meets is new: a state it left is dead or
+ * explored). false when neither finds one within its limits. */
+static bool find_completion(gram *g, gram_state s, sbuf *plan) {
     bfs q = {0};
     bool oom = false, found = false;
     sbuf_reset(plan);
     bfs_add(&q, s, -1, 0, &oom);
-    for (int64_t i = 0; i < q.n && !oom && q.n < 2000000; i++) {
+    for (int64_t i = 0; i < q.n && !oom && q.n < BFS_STATES && !found; i++) {
         if (gram_can_end(g, q.state[i])) {
-            int64_t len = 0;
-            for (int64_t k = i; q.prev[k] >= 0; k = q.prev[k]) len++;
-            if (sbuf_reserve(plan, (size_t)len + 1)) {
-                plan->n = (size_t)len;
-                for (int64_t k = i; q.prev[k] >= 0; k = q.prev[k]) plan->p[--len] = (char)q.byte[k];
-                found = true;
-            }
+            found = path_to(&q, i, plan);
             break;
         }
         for (int c = 0; c < 256 && !oom; c++) {
@@ -131,10 +163,40 @@ static bool shortest_completion(gram *g, gram_state s, sbuf *plan) {
             if (t != GRAM_DEAD) bfs_add(&q, t, (int32_t)i, (uint8_t)c, &oom);
         }
     }
-    free(q.state);
-    free(q.prev);
-    free(q.byte);
-    free(q.ix);
+    bfs_free(&q);
+    if (found || oom) return found;
+    uint8_t order[256];
+    byte_order(order);
+    q = (bfs){0};
+    int32_t *path = malloc(sizeof *path * DFS_DEPTH); /* search indices of the states on the path */
+    uint16_t *next = malloc(sizeof *next * DFS_DEPTH); /* the next byte (position in order) to try */
+    int32_t depth = 0;
+    if (path && next && bfs_add(&q, s, -1, 0, &oom)) {
+        path[0] = 0;
+        next[0] = 0;
+        depth = 1;
+    }
+    while (depth > 0 && !oom && q.n < DFS_STATES) {
+        int32_t i = path[depth - 1];
+        if (gram_can_end(g, q.state[i])) {
+            found = path_to(&q, i, plan);
+            break;
+        }
+        if (next[depth - 1] >= 256 || depth >= DFS_DEPTH) {
+            depth--;
+            continue;
+        }
+        uint8_t c = order[next[depth - 1]++];
+        gram_state t = gram_step(g, q.state[i], c);
+        if (t != GRAM_DEAD && bfs_add(&q, t, i, c, &oom)) {
+            path[depth] = (int32_t)q.n - 1;
+            next[depth] = 0;
+            depth++;
+        }
+    }
+    free(path);
+    free(next);
+    bfs_free(&q);
     return found;
 }
 
@@ -173,8 +235,8 @@ static int sample_one(gram *g, const gram_vocab *v, uint64_t *rng, int64_t max_t
         if (step >= max_tokens / 2) { /* steer to the nearest end */
             if (can_end) break;
             if (!have_plan || plan_at >= plan.n) {
-                if (!shortest_completion(g, s, &plan)) {
-                    *why = "no completion found";
+                if (!find_completion(g, s, &plan)) {
+                    *why = gram_overflowed(g) ? "the matcher ran out of memory" : "no completion found";
                     goto done;
                 }
                 plan_at = 0;
