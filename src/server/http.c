@@ -740,6 +740,21 @@ static void precheck(http_req *hr) {
         return;
     }
     if (!r) {
+        /* the OpenAI endpoints inferd does not serve: say which and what it serves */
+        static const char *const UNSUPPORTED[] = {"/v1/embeddings", "/v1/audio/", "/v1/images/", "/v1/moderations",
+                                                  "/v1/files", "/v1/batches", "/v1/fine_tuning/", "/v1/assistants",
+                                                  "/v1/threads", "/v1/rerank", "/v1/score"};
+        for (size_t i = 0; i < IFD_ARRAY_LEN(UNSUPPORTED); i++)
+            if (!strncmp(hr->url, UNSUPPORTED[i], strlen(UNSUPPORTED[i]))) {
+                char what[48];
+                snprintf(what, sizeof what, "%s", UNSUPPORTED[i] + 4);
+                if (what[strlen(what) - 1] == '/') what[strlen(what) - 1] = 0;
+                http_errorf(hr, 404, "unsupported_endpoint", NULL,
+                            "inferd does not implement /v1/%s: it serves a generative model through "
+                            "/v1/chat/completions, /v1/completions and /v1/responses.",
+                            what);
+                return;
+            }
         http_errorf(hr, 404, "not_found", NULL, "Unknown route.");
         return;
     }

@@ -2,11 +2,13 @@
  * them (logprobs in the chat and the legacy shape, usage, tool calls). HTTP threads,
  * with the generation's mutex held. */
 #include "response.h"
+#include "chat.h"
 
 #include <ctype.h>
 #include <string.h>
 
 #include "model/model.h"
+#include "util/hash.h"
 #include "tokenizer/tokenizer.h"
 
 bool resp_all_space(const char *s, size_t n) {
@@ -39,7 +41,25 @@ static void token_obj(const gen_req *g, int32_t id, float lp, sbuf *o) {
     sbuf_puts(o, "]");
 }
 
+int32_t resp_lp_tokens(const gen_req *g, const gen_choice *ch) {
+    int32_t n = ch->n_tokens;
+    /* the end token that stopped a choice is not content: no logprob entry for it */
+    if (ch->finished && ch->finish == INFERD_FINISH_STOP && n > 0) {
+        const int32_t id = ch->tokens[n - 1];
+        bool stop_id = tok_is_eog(g->srv->model->tok, id);
+        for (int32_t i = 0; i < g->req.n_stop_ids && !stop_id; i++) stop_id = g->req.stop_ids[i] == id;
+        if (!stop_id && g->req.kind == OAI_CHAT) {
+            int32_t ids[8];
+            const int k = chat_stop_token_ids(g->srv->chat, ids, 8);
+            for (int i = 0; i < k && !stop_id; i++) stop_id = ids[i] == id;
+        }
+        if (stop_id) n--;
+    }
+    return n;
+}
+
 void resp_logprobs_chat(const gen_req *g, const gen_choice *ch, int32_t from, int32_t to, sbuf *o) {
+    to = IFD_MIN(to, resp_lp_tokens(g, ch));
     sbuf_puts(o, "{\"content\":[");
     const int32_t w = 1 + ch->n_top;
     for (int32_t t = from; t < to && ch->lp; t++) {
@@ -93,6 +113,7 @@ static size_t text_width(const gen_req *g, int32_t id) {
 void resp_logprobs_legacy(const gen_req *g, int32_t choice, bool with_prompt, int32_t from, int32_t to,
                           sbuf *o) {
     const oai_request *q = &g->req;
+    to = IFD_MAX(from, IFD_MIN(to, resp_lp_tokens(g, &g->choices[choice])));
     lp_view v = {.g = g, .ch = &g->choices[choice], .p = &q->prompts[choice / q->n], .sub = &g->subs[choice / q->n],
                  .from = from};
     v.n_pr = with_prompt ? v.p->n_ids : 0;
@@ -122,12 +143,21 @@ void resp_logprobs_legacy(const gen_req *g, int32_t choice, bool with_prompt, in
             continue;
         }
         sbuf_puts(o, "{");
+        bool has_sampled = false;
         for (int32_t j = 1; j < w; j++) {
             if (j > 1) sbuf_puts(o, ",");
             size_t n = piece(g, row[j].id, buf, sizeof buf);
             sbuf_json_str(o, buf, n);
             sbuf_puts(o, ":");
             sbuf_json_num(o, row[j].logprob);
+            has_sampled |= row[j].id == row[0].id;
+        }
+        if (!has_sampled && k >= v.n_pr) { /* the sampled token is always among them (as OpenAI's) */
+            if (w > 1) sbuf_puts(o, ",");
+            size_t n = piece(g, row[0].id, buf, sizeof buf);
+            sbuf_json_str(o, buf, n);
+            sbuf_puts(o, ":");
+            sbuf_json_num(o, row[0].logprob);
         }
         sbuf_puts(o, "}");
     }
@@ -182,11 +212,20 @@ void resp_tool_calls(const tool_calls *t, bool with_index, sbuf *o) {
     sbuf_puts(o, "]");
 }
 
+void resp_fingerprint(const gen_req *g, sbuf *o) {
+    /* the model's weights and this build's engine: a hash of the model's name and the
+     * server's start (clients compare it to tell deployments apart) */
+    const char *name = g->srv->names[0];
+    uint64_t h = ifd_hash_bytes((uint64_t)g->srv->created, name, strlen(name));
+    sbuf_printf(o, ",\"system_fingerprint\":\"fp_%012llx\"", (unsigned long long)(h & 0xFFFFFFFFFFFFull));
+}
+
 static void body_head(const gen_req *g, const char *object, sbuf *o) {
     sbuf_puts(o, "{\"id\":");
     sbuf_json_str(o, g->id, strlen(g->id));
     sbuf_printf(o, ",\"object\":\"%s\",\"created\":%lld,\"model\":", object, (long long)g->created);
     sbuf_json_str(o, g->model_name, strlen(g->model_name));
+    resp_fingerprint(g, o);
 }
 
 int resp_body(gen_req *g, sbuf *o, api_error *e) {

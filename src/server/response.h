@@ -23,6 +23,10 @@ void resp_logprobs_chat(const gen_req *g, const gen_choice *ch, int32_t from, in
 void resp_logprobs_legacy(const gen_req *g, int32_t choice, bool with_prompt, int32_t from, int32_t to,
                           sbuf *o);
 void resp_usage(const gen_req *g, sbuf *o);
+/* ,"system_fingerprint":"fp_…" (chat and completions bodies and chunks). */
+void resp_fingerprint(const gen_req *g, sbuf *o);
+/* The tokens of a choice that get logprob entries: all but the end token that stopped it. */
+int32_t resp_lp_tokens(const gen_req *g, const gen_choice *ch);
 void resp_tool_calls(const tool_calls *t, bool with_index, sbuf *o);
 /* The tool calls of a finished choice in the template's format (chat_tool_calls), with
  * the ids its stream gave out. Returns the count. */

@@ -15,6 +15,7 @@ static void chunk_head(const gen_req *g, sbuf *o) {
                 g->req.kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion",
                 (long long)g->created);
     sbuf_json_str(o, g->model_name, strlen(g->model_name));
+    resp_fingerprint(g, o);
     sbuf_puts(o, ",\"choices\":[");
 }
 

@@ -304,3 +304,37 @@ def test_speculative_under_grammar():
     assert outs[0] == outs[1] == outs[2]
     for t in outs[0]:
         jsonschema.validate(json.loads(t), SMALL)
+
+
+# ---- small shapes the same clients trip on ---------------------------------------------------
+
+def test_shapes(srv, client):
+    # the sampled token is inside the legacy top_logprobs
+    st, d = post(srv, "/v1/completions", {"prompt": "ROMEO:", "max_tokens": 12, "logprobs": 2, "temperature": 1.0,
+                                          "seed": 3})
+    assert st == 200, d
+    lp = d["choices"][0]["logprobs"]
+    for tok, top in zip(lp["tokens"], lp["top_logprobs"]):
+        assert tok in top, (tok, top)
+    assert d["system_fingerprint"].startswith("fp_")
+    # the end token is not a content logprob; system_fingerprint in bodies and chunks
+    r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=60,
+                                       logprobs=True, top_logprobs=2, extra_body={"guided_choice": ["yes", "no"]})
+    c = r.choices[0]
+    assert c.finish_reason == "stop"
+    assert "".join(t.token for t in c.logprobs.content) == c.message.content
+    assert r.system_fingerprint and r.system_fingerprint.startswith("fp_")
+    # a stop token id ends it: not a content logprob either
+    st, tk = post(srv, "/tokenize", {"prompt": "\n", "add_special_tokens": False})
+    nl = tk["tokens"][-1]
+    st, d = post(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100,
+                                               "logprobs": True, "stop_token_ids": [nl], "seed": 1})
+    c = d["choices"][0]
+    assert c["finish_reason"] == "stop" and d["usage"]["completion_tokens"] == len(c["logprobs"]["content"]) + 1, d
+    chunks = stream(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
+                                                  "stream": True})
+    assert all(ch["system_fingerprint"] == r.system_fingerprint for ch in chunks)
+    # endpoints inferd does not serve: a 404 that says so
+    st, _, body = srv.request("POST", "/v1/embeddings", {"model": "m", "input": "hi"})
+    err = json.loads(body)["error"]
+    assert st == 404 and err["code"] == "unsupported_endpoint" and "embeddings" in err["message"]
