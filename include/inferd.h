@@ -185,6 +185,12 @@ typedef struct inferd_sampling {
     const int32_t *stop_token_ids;
     int32_t n_stop_token_ids;
     const inferd_grammar *grammar; /* constrained decoding, or NULL (referenced at submit) */
+    /* reasoning models: the grammar applies only after the output's reasoning, which
+     * ends with reasoning_end (e.g. "</think>"); with reasoning_start ("<think>", a token
+     * of the vocabulary) the output may also begin with it, or go straight to the
+     * grammar; without it the output starts inside the reasoning (the prompt opened
+     * it). NULL reasoning_end: the grammar applies from the first token. Copied. */
+    const char *reasoning_start, *reasoning_end;
 } inferd_sampling;
 
 void inferd_sampling_default(inferd_sampling *s);

@@ -84,6 +84,7 @@ static void request_free(request *r) {
     free(r->bias);
     free(r->stop_ids);
     gram_unref(r->gram);
+    free(r->rs_end);
     free(r->prompt);
     free(r->plp);
     free(r);
@@ -244,18 +245,30 @@ static bool gv_eog(void *ctx, int32_t id) { return tok_is_eog(ctx, id); }
  * first grammar request). False when that fails (r must end with an error). */
 static bool grammar_start(inferd_engine *e, request *r) {
     if (!e->gvocab) e->gvocab = gram_vocab_new(e->n_vocab, gv_piece, gv_eog, (void *)e->m->tok);
-    if (!e->gvocab) return false;
+    if (!e->gextra) e->gextra = malloc(sizeof *e->gextra * (64 + 1));
+    if (!e->gvocab || !e->gextra) return false;
     const gram_state st = gram_start(r->gram);
-    for (int32_t i = 0; i < r->n_seqs; i++) r->seqs[i].gstate = st;
+    /* with a reasoning that may open (and a token that opens it): wait for the first
+     * draw; one the prompt opened: inside it; otherwise (no such token) the grammar
+     * from the first token */
+    const uint8_t mode = !r->rs_end ? GMODE_ACTIVE
+                         : r->rs_may_open ? (r->rs_start_id >= 0 ? GMODE_WAIT : GMODE_ACTIVE)
+                                          : GMODE_REASONING;
+    for (int32_t i = 0; i < r->n_seqs; i++) {
+        r->seqs[i].gstate = st;
+        r->seqs[i].g = (seq_gram){.mode = mode};
+    }
     return st != GRAM_DEAD;
 }
 
 /* The sampler's constraint for s's next token: the grammar's mask (and the request's
- * stop token ids where the grammar may end). Returns false when s cannot draw: the
- * grammar leaves nothing allowed (its end, with EOS banned: a stop) or the matcher hit
- * its limits (an error); *why gets the finish reason. */
+ * stop token ids where the grammar may end, the token that opens a reasoning where the
+ * output may still begin with one); none inside a reasoning. Returns false when s
+ * cannot draw: the grammar leaves nothing allowed (its end, with EOS banned: a stop)
+ * or the matcher hit its limits (an error); *why gets the finish reason. */
 static bool grammar_constrain(inferd_engine *e, const sequence *s, sampler_params *sp, inferd_finish_reason *why) {
     const request *r = s->req;
+    if (s->g.mode == GMODE_REASONING) return true;
     const uint32_t *mask = gram_mask(r->gram, e->gvocab, s->gstate);
     if (!mask) {
         *why = INFERD_FINISH_ERROR;
@@ -263,10 +276,12 @@ static bool grammar_constrain(inferd_engine *e, const sequence *s, sampler_param
     }
     sp->allow = mask;
     const bool can_end = gram_can_end(r->gram, s->gstate);
-    if (can_end) {
-        sp->allow_extra = r->stop_ids;
-        sp->n_allow_extra = r->sp.n_stop_token_ids;
-    }
+    int32_t n_extra = 0;
+    if (can_end)
+        for (int32_t i = 0; i < r->sp.n_stop_token_ids && n_extra < 64; i++) e->gextra[n_extra++] = r->stop_ids[i];
+    if (s->g.mode == GMODE_WAIT) e->gextra[n_extra++] = r->rs_start_id;
+    sp->allow_extra = e->gextra;
+    sp->n_allow_extra = n_extra;
     /* anything left to draw once the bans are applied? */
     int64_t n = 0;
     const int32_t W = gram_mask_words(e->gvocab);
@@ -276,7 +291,7 @@ static bool grammar_constrain(inferd_engine *e, const sequence *s, sampler_param
             const int32_t id = sp->banned[i];
             n -= id >= 0 && id < e->n_vocab && (mask[id >> 5] >> (id & 31) & 1);
         }
-        if (can_end) n += r->sp.n_stop_token_ids;
+        n += n_extra;
     }
     if (n <= 0) {
         *why = INFERD_FINISH_STOP;
@@ -285,17 +300,55 @@ static bool grammar_constrain(inferd_engine *e, const sequence *s, sampler_param
     return true;
 }
 
-/* s drew id: its grammar state follows (an end token leaves it where it is). */
+/* s drew id: its grammar state follows (an end token leaves it where it is); a
+ * reasoning opens, or ends (then the grammar takes the rest of the token's bytes, but
+ * for whitespace). */
 static void grammar_take(inferd_engine *e, sequence *s, int32_t id) {
-    if (!s->req->gram || gram_vocab_is_eog(e->gvocab, id)) return;
-    s->gstate = gram_advance_token(s->req->gram, e->gvocab, s->gstate, id);
+    request *r = s->req;
+    if (!r->gram || gram_vocab_is_eog(e->gvocab, id)) return;
+    if (s->g.mode == GMODE_WAIT) {
+        if (id == r->rs_start_id) {
+            s->g = (seq_gram){.mode = GMODE_REASONING};
+            return;
+        }
+        s->g.mode = GMODE_ACTIVE;
+    }
+    if (s->g.mode == GMODE_ACTIVE) {
+        s->gstate = gram_advance_token(r->gram, e->gvocab, s->gstate, id);
+        return;
+    }
+    /* inside the reasoning: look for its end in the kept tail + this token's bytes */
+    size_t n;
+    const char *p = gram_vocab_piece(e->gvocab, id, &n);
+    const size_t L = strlen(r->rs_end);
+    char buf[64];
+    for (size_t off = 0; off < n;) {
+        const size_t take = IFD_MIN(n - off, sizeof buf - s->g.n_tail);
+        memcpy(buf, s->g.tail, s->g.n_tail);
+        memcpy(buf + s->g.n_tail, p + off, take);
+        const size_t m = s->g.n_tail + take;
+        for (size_t i = 0; i + L <= m; i++)
+            if (!memcmp(buf + i, r->rs_end, L)) {
+                /* the end: the grammar starts with what follows it in this token */
+                const size_t used = off + (i + L - s->g.n_tail);
+                s->g = (seq_gram){.mode = GMODE_ACTIVE};
+                size_t k = used;
+                while (k < n && (p[k] == ' ' || p[k] == '\n' || p[k] == '\t' || p[k] == '\r')) k++;
+                if (k < n) s->gstate = gram_feed(r->gram, s->gstate, p + k, n - k);
+                return;
+            }
+        const size_t keep = IFD_MIN(m, L - 1);
+        memmove(s->g.tail, buf + m - keep, keep);
+        s->g.n_tail = (uint8_t)keep;
+        off += take;
+    }
 }
 
 /* After s took a token and goes on: a grammar that allows nothing more ends it now
  * (without waiting for the model's end token). Returns true when s finished. */
 static bool grammar_done(inferd_engine *e, sequence *s) {
     const request *r = s->req;
-    if (!r->gram) return false;
+    if (!r->gram || s->g.mode != GMODE_ACTIVE) return false;
     if (s->gstate == GRAM_DEAD) { /* the matcher's limits (a drawn token is always allowed) */
         seq_finish(e, s, INFERD_FINISH_ERROR, NULL, 0, NULL, 0, NULL, 0);
         return true;
@@ -386,6 +439,7 @@ static void spec_verify(inferd_engine *e, const sched_entry *en, const int32_t *
     int32_t n = 0;
     bool ended = false; /* the grammar allows nothing after the accepted drafts */
     const gram_state g0 = s->gstate;
+    const seq_gram gm0 = s->g;
     inferd_finish_reason why = INFERD_FINISH_STOP;
     for (int32_t j = 0; j <= k; j++) {
         int32_t id;
@@ -396,7 +450,8 @@ static void spec_verify(inferd_engine *e, const sched_entry *en, const int32_t *
             /* a grammar constrains every row from the state after the drafts before it
              * (drafts were cut where they broke it: spec_propose) */
             sampler_params sp = r->sparams;
-            if (r->gram && (gram_must_end(r->gram, s->gstate) || !grammar_constrain(e, s, &sp, &why))) {
+            if (r->gram && ((s->g.mode == GMODE_ACTIVE && gram_must_end(r->gram, s->gstate)) ||
+                            !grammar_constrain(e, s, &sp, &why))) {
                 ended = true;
                 break;
             }
@@ -413,6 +468,7 @@ static void spec_verify(inferd_engine *e, const sched_entry *en, const int32_t *
      * ended the row loop: then all n draws were equal to drafts */
     const int32_t a = ended ? n : n - 1;
     s->gstate = g0; /* grammar_take again below, token by token with seq_take */
+    s->g = gm0;
     sched_commit(&e->sch, q, 1 + a);
     spec_observe(e, s, k, a);
     /* the accepted drafts are appended again by seq_take, one by one, as a plain
@@ -1166,6 +1222,7 @@ void inferd_engine_destroy(inferd_engine *e) {
     free(e->ver_lp);
     free(e->piece_buf);
     gram_vocab_free(e->gvocab);
+    free(e->gextra);
     free(e->text_buf);
     free(e->abort_ids);
     free(e->abort_spare);
@@ -1191,6 +1248,7 @@ static int check_sampling(const inferd_engine *e, const inferd_sampling *sp, cha
     if (sp->prompt_logprobs < -1 || sp->prompt_logprobs > INFERD_MAX_TOP_LOGPROBS)
         BAD("prompt_logprobs must be in [0, %d]", INFERD_MAX_TOP_LOGPROBS);
     if (sp->n_stop < 0 || sp->n_stop > INFERD_MAX_STOP) BAD("at most %d stop strings", INFERD_MAX_STOP);
+    if (sp->reasoning_end && strlen(sp->reasoning_end) > 24) BAD("reasoning_end is at most 24 bytes");
     if (sp->n_logit_bias < 0 || sp->n_logit_bias > 1024) BAD("logit_bias has too many entries");
     for (int32_t i = 0; i < sp->n_logit_bias; i++) {
         if (sp->logit_bias[i].id < 0 || sp->logit_bias[i].id >= e->n_vocab)
@@ -1258,9 +1316,20 @@ int inferd_submit(inferd_engine *e, const inferd_request *q, uint64_t *id, char 
         ok = r->stop_ids != NULL;
         if (ok) memcpy(r->stop_ids, q->sampling.stop_token_ids, (size_t)r->sp.n_stop_token_ids * sizeof(int32_t));
     }
+    r->rs_start_id = -1;
+    r->sp.reasoning_start = r->sp.reasoning_end = NULL;
     if (ok && q->sampling.grammar) {
         r->gram = (gram *)(void *)q->sampling.grammar;
         gram_ref(r->gram);
+        const char *re = q->sampling.reasoning_end, *rs = q->sampling.reasoning_start;
+        if (re && re[0]) {
+            r->rs_end = strdup(re);
+            ok = r->rs_end != NULL;
+            if (rs && rs[0]) {
+                r->rs_may_open = true;
+                r->rs_start_id = tok_find(e->m->tok, rs, strlen(rs));
+            }
+        }
     }
     if (ok && r->sp.prompt_logprobs >= 0 && r->n_prompt > 1) {
         r->plp_top = IFD_MIN(r->sp.prompt_logprobs, INFERD_MAX_TOP_LOGPROBS);

@@ -27,6 +27,16 @@
 
 struct request;
 
+/* Constrained decoding with reasoning: before the grammar applies, the output may be
+ * waiting to see whether it opens a reasoning (WAIT), or inside one (REASONING), the
+ * last bytes of which are kept to find its end across token boundaries. */
+typedef enum { GMODE_ACTIVE = 0, GMODE_WAIT, GMODE_REASONING } gmode;
+typedef struct seq_gram {
+    uint8_t mode;
+    uint8_t n_tail;
+    char tail[30]; /* the reasoning's last bytes (up to strlen(reasoning_end) - 1) */
+} seq_gram;
+
 /* One choice of a request. ss is the scheduler's view (queues, KV, token counts); the
  * rest is the engine's (sampling, detokenizing, stop matching). */
 typedef struct sequence {
@@ -50,6 +60,7 @@ typedef struct sequence {
     int32_t spec_src;     /* this step's drafts came from: 1 n-gram, 2 the draft model */
     int32_t spec_proposed, spec_accepted; /* its drafts verified / accepted (output events) */
     gram_state gstate;    /* constrained decoding: the grammar's state after its output */
+    seq_gram g;           /* ... and where the output stands against its reasoning */
 } sequence;
 
 static inline sequence *seq_of(sched_seq *q) {
@@ -69,6 +80,9 @@ typedef struct request {
     inferd_logit_bias *bias;
     int32_t *stop_ids;
     gram *gram;           /* constrained decoding (a reference), or NULL */
+    char *rs_end;         /* the grammar applies after this (reasoning models), or NULL */
+    int32_t rs_start_id;  /* the token that may open a reasoning first, or -1 */
+    bool rs_may_open;     /* the output may open its reasoning (else the prompt did) */
     int32_t *prompt;
     int32_t n_prompt;
     int32_t cached_tokens;
@@ -149,6 +163,7 @@ struct inferd_engine {
     int32_t *ver_tok;            /* [max_logits] */
     backend_logprob *ver_lp;     /* [max_logits][1 + BACKEND_SAMPLE_MAX_TOP] */
     gram_vocab *gvocab;   /* the vocabulary as grammars see it (built on first use) */
+    int32_t *gextra;      /* [64 + 1] grammar_constrain's extra allowed ids */
     char *piece_buf;      /* [piece_cap]: one token's text from the detokenizer */
     size_t piece_cap;     /* from the vocabulary's longest token (engine create) */
     char *text_buf;       /* [text_cap]: one step's text of one sequence */

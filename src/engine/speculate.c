@@ -487,7 +487,8 @@ int spec_propose(inferd_engine *e) {
             memcpy(q->tokens + q->n_tokens, sp->ngram_buf + (size_t)i * sp->K, (size_t)k * sizeof(int32_t));
         /* constrained decoding: the drafts end at the first one the grammar refuses */
         const request *r = seq_of(q)->req;
-        if (k > 0 && r->gram) {
+        if (k > 0 && r->gram && seq_of(q)->g.mode == GMODE_WAIT) k = 0; /* decided by its first draw */
+        if (k > 0 && r->gram && seq_of(q)->g.mode == GMODE_ACTIVE) {
             gram_state st = seq_of(q)->gstate;
             int32_t ok = 0;
             while (ok < k && !gram_vocab_is_eog(e->gvocab, q->tokens[q->n_tokens + ok]) &&

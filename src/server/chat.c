@@ -41,6 +41,7 @@ struct chat_ctx {
     const tokenizer *tk; /* borrowed: outlives the chat_ctx */
     chat_esc *esc;       /* the vocabulary's control-token texts */
     const tool_format *tools; /* the template's tool-call format (tools.h) */
+    bool thinks;              /* the template writes <think> (a reasoning model's) */
 };
 
 static char *dup_token_text(const tokenizer *tk, int32_t id) {
@@ -68,6 +69,7 @@ int chat_create_vocab(chat_ctx **out, const tokenizer *tk, const char *model_tem
     }
     if (!src) src = CHATML;
     c->tools = tool_format_detect(src);
+    c->thinks = strstr(src, "<think>") != NULL;
     c->bos = dup_token_text(tk, tok_bos(tk));
     c->eos = dup_token_text(tk, tok_eos(tk));
     if (!c->bos || !c->eos) {
@@ -112,6 +114,7 @@ void chat_destroy(chat_ctx *c) {
 
 const char *chat_template_origin(const chat_ctx *c) { return c->origin; }
 const tool_format *chat_tool_format(const chat_ctx *c) { return c->tools; }
+bool chat_thinks(const chat_ctx *c) { return c->thinks; }
 
 int chat_stop_token_ids(const chat_ctx *c, int32_t *ids, int cap) {
     int n = IFD_MIN(cap, c->n_stop_ids);
@@ -179,6 +182,11 @@ static cJSON *build_context(const chat_ctx *c, const oai_request *r, chat_esc_ta
     cJSON_ArrayForEach(m, msgs) {
         if (normalize_content(m)) goto fail;
         normalize_tool_calls(m);
+        /* an assistant's thinking comes back as reasoning_content or reasoning: the
+         * templates read reasoning_content */
+        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(m, "reasoning");
+        if (cJSON_IsString(rs) && !cJSON_GetObjectItemCaseSensitive(m, "reasoning_content"))
+            cJSON_AddItemToObject(m, "reasoning_content", cJSON_Duplicate(rs, false));
     }
     if (chat_esc_json(c->esc, msgs, tab)) goto fail; /* after normalizing: the text the template sees */
     if (r->tools) {
@@ -192,6 +200,15 @@ static cJSON *build_context(const chat_ctx *c, const oai_request *r, chat_esc_ta
         !cJSON_AddStringToObject(ctx, "eos_token", c->eos))
         goto fail;
     const cJSON *kw;
+    /* reasoning_effort reaches the template; "none" also switches thinking off (the
+     * templates' enable_thinking), unless chat_template_kwargs says otherwise */
+    const cJSON *kws = r->chat_template_kwargs;
+    if (r->reasoning_effort && !cJSON_GetObjectItemCaseSensitive(kws, "reasoning_effort") &&
+        !cJSON_AddStringToObject(ctx, "reasoning_effort", r->reasoning_effort))
+        goto fail;
+    if (r->reasoning_effort && !strcmp(r->reasoning_effort, "none") &&
+        !cJSON_GetObjectItemCaseSensitive(kws, "enable_thinking") && !cJSON_AddFalseToObject(ctx, "enable_thinking"))
+        goto fail;
     cJSON_ArrayForEach(kw, r->chat_template_kwargs) {
         if (cJSON_GetObjectItemCaseSensitive(ctx, kw->string)) continue; /* never override the above */
         sbuf_reset(&key);

@@ -65,6 +65,8 @@ typedef struct tool_calls {
 
 /* The template's tool-call format (tools.h). */
 const tool_format *chat_tool_format(const chat_ctx *c);
+/* Does the template write <think> (a reasoning model's template)? */
+bool chat_thinks(const chat_ctx *c);
 #define CHAT_MAX_TOOL_CALLS 64
 /* The calls of a finished generation in format f (tools.h), with fresh ids; when none
  * parse in f, the shapes of chat_parse_tool_calls. partial (a forced call, whose

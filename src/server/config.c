@@ -200,6 +200,10 @@ static const cfg_opt OPTS[] = {
      "least recently used dropped first (0 = keep none)"},
     {"responses-store-max-bytes", NULL, S, CFG_SIZE, O(responses_store_max_bytes), "256M", 0, BIG, NULL, false,
      "bytes of stored responses (their conversations and objects) at most"},
+    {"reasoning-parser", NULL, S, CFG_ENUM, O(reasoning_parser), "auto", 0, 0, "auto|none|think", false,
+     "reasoning models: the thinking goes to message.reasoning_content (and .reasoning), the rest is content: "
+     "think splits at <think>…</think> (Qwen3, QwQ, DeepSeek-R1 distills), auto when the chat template writes "
+     "<think>, none never"},
     {"responses-store-ttl", NULL, S, CFG_FLOAT, O(responses_store_ttl_s), "3600", 0, 1e9, NULL, false,
      "seconds a stored response is kept after its last use (0 = no expiry)"},
     {"template-timeout", NULL, S, CFG_FLOAT, O(template_timeout_s), "2", 0.01, 600, NULL, false,

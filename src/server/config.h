@@ -43,6 +43,12 @@ typedef enum max_tokens_policy {
     MAXTOK_REJECT = 1, /* ... or answered 400 context_length_exceeded */
 } max_tokens_policy;
 
+typedef enum reasoning_parser {
+    REASONING_AUTO = 0, /* <think>…</think> when the chat template writes <think> */
+    REASONING_NONE = 1, /* the output is content, whatever it holds */
+    REASONING_THINK = 2, /* <think>…</think> (Qwen3, QwQ, DeepSeek-R1 and its distills) */
+} reasoning_parser;
+
 typedef struct server_config {
     /* model and identity */
     char *model;              /* GGUF path */
@@ -83,6 +89,7 @@ typedef struct server_config {
     int64_t responses_store_max;
     int64_t responses_store_max_bytes;
     double responses_store_ttl_s;
+    int64_t reasoning_parser; /* reasoning_parser */
     /* chat template rendering limits */
     double template_timeout_s;
     int64_t template_max_bytes;

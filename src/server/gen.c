@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "gen.h"
 #include "structured.h"
+#include "reasoning.h"
+#include "chat.h"
 
 #include <string.h>
 #include <time.h>
@@ -114,6 +116,19 @@ int gen_prepare(server *s, oai_request *r, api_error *e) {
         } else {
             p->max_tokens = (int32_t)r->max_tokens;
         }
+    }
+    /* a reasoning model's thinking: where the output has it, from the parser option
+     * and the rendered prompt (a prompt whose last <think> is still open starts the
+     * output inside the reasoning) */
+    const int64_t rp = s->cfg.reasoning_parser;
+    r->reasoning = OAI_REASONING_NONE;
+    if (r->kind == OAI_CHAT && (rp == REASONING_THINK || (rp == REASONING_AUTO && chat_thinks(s->chat)))) {
+        const oai_prompt *p = &r->prompts[0];
+        const char *t = p->text ? p->text : "";
+        const char *open = NULL, *close = NULL;
+        for (const char *q = t; (q = strstr(q, REASONING_OPEN)); q++) open = q;
+        for (const char *q = t; (q = strstr(q, REASONING_CLOSE)); q++) close = q;
+        r->reasoning = open && (!close || close < open) ? OAI_REASONING_INSIDE : OAI_REASONING_MAY_OPEN;
     }
     return so_prepare(s, r, e); /* the grammar of a structured output, if any */
 }
@@ -358,6 +373,10 @@ int gen_start(server *s, oai_request *r, struct httpd_conn *conn, double t_arriv
         er.sampling.stop_token_ids = stop_ids;
         er.sampling.n_stop_token_ids = n_stop_ids;
         er.sampling.grammar = (const inferd_grammar *)(const void *)q->grammar;
+        if (q->grammar && q->reasoning != OAI_REASONING_NONE) { /* constrained after the thinking */
+            er.sampling.reasoning_end = REASONING_CLOSE;
+            er.sampling.reasoning_start = q->reasoning == OAI_REASONING_MAY_OPEN ? REASONING_OPEN : NULL;
+        }
         er.cb = on_output;
         er.user = &g->subs[i];
         gen_ref(g); /* the engine's, dropped at the sub's last final event */

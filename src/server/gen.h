@@ -36,7 +36,8 @@ typedef struct gen_choice {
     double t_last; /* time of the last token (inter-token latency) */
     /* streaming cursor (HTTP thread, under g->mu) */
     bool sent_role, sent_final;
-    size_t sent_text;
+    size_t sent_text;   /* content streamed up to here (an offset into text) */
+    size_t sent_reason; /* reasoning streamed up to here */
     int32_t sent_tokens;
     /* streamed tool calls: those whose head (id, name) went out, their ids, and how
      * many bytes of each one's arguments */

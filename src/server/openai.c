@@ -714,6 +714,15 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t n, const o
     if (get_bool(o, "ignore_eos", &s->ignore_eos, e)) return -1;
     const char *user = NULL;
     if (get_str(o, "user", &user, e)) return -1;
+    if (get_str(o, "reasoning_effort", &r->reasoning_effort, e)) return -1;
+    if (r->reasoning_effort) {
+        static const char *const EFF[] = {"none", "minimal", "low", "medium", "high"};
+        bool ok = false;
+        for (size_t i = 0; i < IFD_ARRAY_LEN(EFF); i++) ok |= !strcmp(EFF[i], r->reasoning_effort);
+        if (!ok)
+            return api_fail(e, 400, "invalid_value", "reasoning_effort",
+                            "'reasoning_effort' must be \"none\", \"minimal\", \"low\", \"medium\" or \"high\"");
+    }
     if (parse_stop(r, lim, e) || parse_stop_ids(r, lim, e) || parse_logit_bias(r, lim, e)) return -1;
 
     if (parse_structured(r, e)) return -1;

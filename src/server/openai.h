@@ -33,6 +33,9 @@ int api_fail(api_error *e, int status, const char *code, const char *param, cons
 void api_error_json(sbuf *out, const api_error *e);
 
 typedef enum oai_kind { OAI_CHAT = 0, OAI_COMPLETION = 1 } oai_kind;
+/* Where a chat output's reasoning is: none (all content), it may open with <think>, or
+ * it starts inside one (the prompt opened it). */
+enum { OAI_REASONING_NONE = 0, OAI_REASONING_MAY_OPEN = 1, OAI_REASONING_INSIDE = 2 };
 typedef enum oai_tool_mode { OAI_TOOLS_AUTO = 0, OAI_TOOLS_REQUIRED, OAI_TOOLS_NAMED } oai_tool_mode;
 typedef enum oai_so_kind {
     OAI_SO_NONE = 0,
@@ -92,6 +95,11 @@ typedef struct oai_request {
     const cJSON *so_value;
     bool so_strict;
     struct gram *grammar; /* the compiled constraint (structured.c; a reference), or NULL */
+    /* reasoning models: reasoning_effort ("none" switches thinking off) reaches the
+     * template; reasoning (gen.c, from the parser and the rendered prompt): where the
+     * output's thinking is, OAI_REASONING_* */
+    const char *reasoning_effort;
+    int reasoning;
     const cJSON *chat_template_kwargs; /* object or NULL */
     const char *chat_template;         /* request-supplied (only when allowed) */
     bool add_generation_prompt, continue_final_message;

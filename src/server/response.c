@@ -3,6 +3,7 @@
  * with the generation's mutex held. */
 #include "response.h"
 #include "chat.h"
+#include "reasoning.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -177,19 +178,48 @@ void resp_logprobs_legacy(const gen_req *g, int32_t choice, bool with_prompt, in
     sbuf_puts(o, "]}");
 }
 
+void resp_split(const gen_req *g, const gen_choice *ch, bool at_end, reasoning_split *v) {
+    reasoning_split_of(g->req.kind == OAI_CHAT ? g->req.reasoning : OAI_REASONING_NONE, ch->text.p ? ch->text.p : "",
+                       ch->text.n, at_end, v);
+}
+
+int32_t resp_reasoning_tokens(const gen_req *g, const gen_choice *ch) {
+    reasoning_split v;
+    resp_split(g, ch, true, &v);
+    if (!v.has) return 0;
+    /* the tokens that end at or before the end tag's last byte (their pieces make the
+     * text; the first token past it is content) */
+    const size_t end = v.closed ? v.r1 + strlen(REASONING_CLOSE) : v.r1;
+    size_t off = 0;
+    int32_t k = 0;
+    char buf[256];
+    for (; k < ch->n_tokens && off < end; k++) off += IFD_MIN(tok_piece(g->srv->model->tok, ch->tokens[k], false, buf, sizeof buf), sizeof buf);
+    return k;
+}
+
 void resp_usage(const gen_req *g, sbuf *o) {
-    int64_t completion = 0, cached = 0;
-    for (int32_t i = 0; i < g->n_choices; i++) completion += g->choices[i].completion_tokens;
+    int64_t completion = 0, cached = 0, reasoning = 0;
+    for (int32_t i = 0; i < g->n_choices; i++) {
+        completion += g->choices[i].completion_tokens;
+        if (g->req.reasoning != OAI_REASONING_NONE) reasoning += resp_reasoning_tokens(g, &g->choices[i]);
+    }
     for (int32_t i = 0; i < g->n_subs; i++) cached += g->subs[i].cached_tokens;
     sbuf_printf(o, "{\"prompt_tokens\":%d,\"completion_tokens\":%lld,\"total_tokens\":%lld",
                 (int)g->prompt_tokens, (long long)completion, (long long)(g->prompt_tokens + completion));
     if (cached > 0) sbuf_printf(o, ",\"prompt_tokens_details\":{\"cached_tokens\":%lld}", (long long)cached);
+    if (g->req.reasoning != OAI_REASONING_NONE)
+        sbuf_printf(o, ",\"completion_tokens_details\":{\"reasoning_tokens\":%lld}", (long long)reasoning);
     sbuf_puts(o, "}");
 }
 
 int resp_tool_calls_of(const gen_req *g, const gen_choice *ch, tool_calls *tc) {
-    const int n = chat_tool_calls(chat_tool_format(g->srv->chat), ch->text.p ? ch->text.p : "", ch->text.n,
+    /* calls are in the content, after any reasoning */
+    reasoning_split v;
+    resp_split(g, ch, true, &v);
+    const char *text = ch->text.p ? ch->text.p : "";
+    const int n = chat_tool_calls(chat_tool_format(g->srv->chat), text + v.c0, ch->text.n - v.c0,
                                   g->req.tool_mode != OAI_TOOLS_AUTO, tc);
+    tc->content_end += v.c0;
     /* the ids a stream already gave out */
     for (int i = 0; i < n && i < ch->tc_sent && ch->tc_id; i++) memcpy(tc->v[i].id, ch->tc_id[i], sizeof tc->v[i].id);
     return n;
@@ -251,10 +281,19 @@ int resp_body(gen_req *g, sbuf *o, api_error *e) {
         tool_calls tc = {0};
         if (chat && q->tools) resp_tool_calls_of(g, ch, &tc);
         if (chat) {
+            reasoning_split rs;
+            resp_split(g, ch, true, &rs);
+            const char *text = ch->text.p ? ch->text.p : "";
             size_t n = tc.n ? tc.content_end : ch->text.n;
             sbuf_puts(o, "\"message\":{\"role\":\"assistant\",\"content\":");
-            if (tc.n && resp_all_space(ch->text.p, n)) sbuf_puts(o, "null");
-            else sbuf_json_str(o, ch->text.p ? ch->text.p : "", n);
+            if (tc.n && resp_all_space(text + rs.c0, n - rs.c0)) sbuf_puts(o, "null");
+            else sbuf_json_str(o, text + rs.c0, n - rs.c0);
+            if (rs.has) { /* the thinking, under both names clients read */
+                sbuf_puts(o, ",\"reasoning_content\":");
+                sbuf_json_str(o, text + rs.r0, rs.r1 - rs.r0);
+                sbuf_puts(o, ",\"reasoning\":");
+                sbuf_json_str(o, text + rs.r0, rs.r1 - rs.r0);
+            }
             if (tc.n && q->legacy_functions) { /* the deprecated shape: the first call */
                 sbuf_puts(o, ",\"function_call\":{\"name\":");
                 sbuf_json_str(o, tc.v[0].name, strlen(tc.v[0].name));

@@ -7,6 +7,7 @@
 #include "../util/layer/server.h"
 
 #include "gen.h"
+#include "reasoning.h"
 #include "util/buf.h"
 
 /* ---- response.c ---- */
@@ -23,13 +24,18 @@ void resp_logprobs_chat(const gen_req *g, const gen_choice *ch, int32_t from, in
 void resp_logprobs_legacy(const gen_req *g, int32_t choice, bool with_prompt, int32_t from, int32_t to,
                           sbuf *o);
 void resp_usage(const gen_req *g, sbuf *o);
+/* A choice's reasoning and content (reasoning.h) by the request's mode. */
+void resp_split(const gen_req *g, const gen_choice *ch, bool at_end, reasoning_split *v);
+/* The tokens of a choice's reasoning (usage.completion_tokens_details). */
+int32_t resp_reasoning_tokens(const gen_req *g, const gen_choice *ch);
 /* ,"system_fingerprint":"fp_…" (chat and completions bodies and chunks). */
 void resp_fingerprint(const gen_req *g, sbuf *o);
 /* The tokens of a choice that get logprob entries: all but the end token that stopped it. */
 int32_t resp_lp_tokens(const gen_req *g, const gen_choice *ch);
 void resp_tool_calls(const tool_calls *t, bool with_index, sbuf *o);
-/* The tool calls of a finished choice in the template's format (chat_tool_calls), with
- * the ids its stream gave out. Returns the count. */
+/* The tool calls of a finished choice in the template's format (chat_tool_calls) in its
+ * content (after any reasoning), with the ids its stream gave out; content_end is an
+ * offset into the choice's whole text. Returns the count. */
 int resp_tool_calls_of(const gen_req *g, const gen_choice *ch, tool_calls *tc);
 /* The API's finish_reason for a finished choice. */
 const char *resp_finish(const gen_req *g, const gen_choice *ch, bool tool_calls);

@@ -117,9 +117,9 @@ static void tc_emit(gen_req *g, int32_t index, gen_choice *ch, sbuf *delta, cons
 }
 
 /* The calls of a running choice that can go out now (spans from tool_scan). */
-static void tc_stream(gen_req *g, int32_t index, gen_choice *ch, const tool_span *sp, int k, bool forced,
-                      sbuf *o) {
-    const char *text = ch->text.p ? ch->text.p : "";
+static void tc_stream(gen_req *g, int32_t index, gen_choice *ch, size_t base, const tool_span *sp, int k,
+                      bool forced, sbuf *o) {
+    const char *text = (ch->text.p ? ch->text.p : "") + base; /* the spans are in the content */
     const tool_format *f = chat_tool_format(g->srv->chat);
     sbuf d = {0};
     for (int i = 0; i < k && i < CHAT_MAX_TOOL_CALLS; i++) {
@@ -159,15 +159,40 @@ static void tc_stream(gen_req *g, int32_t index, gen_choice *ch, const tool_span
     sbuf_free(&d);
 }
 
-/* The choice's final chunk: the rest of its content, the rest of its tool calls,
- * finish_reason. */
+/* A reasoning delta: the thinking under both names clients read. */
+static void reasoning_chunk(gen_req *g, int32_t index, gen_choice *ch, const char *t, size_t n, sbuf *o) {
+    sbuf d = {0};
+    sbuf_puts(&d, "\"reasoning_content\":");
+    sbuf_json_str(&d, t, n);
+    sbuf_puts(&d, ",\"reasoning\":");
+    sbuf_json_str(&d, t, n);
+    chunk(g, index, ch, false, NULL, 0, ch->sent_tokens, ch->n_tokens, d.p ? d.p : "", NULL, false, o);
+    ch->sent_tokens = ch->n_tokens;
+    o->oom |= d.oom;
+    sbuf_free(&d);
+}
+
+/* The reasoning a choice can send now (all of it at the end). */
+static void reasoning_out(gen_req *g, int32_t index, gen_choice *ch, const reasoning_split *rs, sbuf *o) {
+    if (!rs->has) return;
+    const size_t from = IFD_MAX(ch->sent_reason, rs->r0), to = rs->closed ? rs->r1 : rs->safe;
+    if (to > from) reasoning_chunk(g, index, ch, ch->text.p + from, to - from, o);
+    ch->sent_reason = IFD_MAX(ch->sent_reason, to);
+}
+
+/* The choice's final chunk: the rest of its reasoning and content, the rest of its tool
+ * calls, finish_reason. */
 static void final_chunk(gen_req *g, int32_t i, gen_choice *ch, sbuf *o) {
     const char *text = ch->text.p ? ch->text.p : "";
+    reasoning_split rs;
+    resp_split(g, ch, true, &rs);
+    reasoning_out(g, i, ch, &rs, o);
+    if (ch->sent_text < rs.c0) ch->sent_text = rs.c0;
     tool_calls tc = {0};
     size_t end = ch->text.n;
     if (g->req.kind == OAI_CHAT && g->req.tools && resp_tool_calls_of(g, ch, &tc) > 0) {
         end = tc.content_end;
-        if (resp_all_space(text, end)) end = ch->sent_text; /* content is null: send no more */
+        if (resp_all_space(text + rs.c0, end - rs.c0)) end = ch->sent_text; /* content is null: send no more */
     }
     size_t from = IFD_MIN(ch->sent_text, end);
     const char *finish = resp_finish(g, ch, tc.n > 0);
@@ -243,17 +268,25 @@ bool sse_fill(gen_req *g, sbuf *o) {
             continue;
         }
         all_final = false;
+        /* the reasoning first; the content once where it starts is known */
+        reasoning_split rs;
+        resp_split(g, ch, false, &rs);
+        reasoning_out(g, i, ch, &rs, o);
+        if (!rs.known) continue;
+        if (ch->sent_text < rs.c0) ch->sent_text = rs.c0;
+        const size_t c0 = rs.c0;
         size_t safe = ch->text.n;
         tool_span sp[CHAT_MAX_TOOL_CALLS];
         int k = 0;
         const bool forced = q->tool_mode != OAI_TOOLS_AUTO;
         size_t content_end = ch->text.n;
         if (q->kind == OAI_CHAT && q->tools) {
-            const char *text = ch->text.p ? ch->text.p : "";
-            k = tool_scan(chat_tool_format(g->srv->chat), text, ch->text.n, false, sp, CHAT_MAX_TOOL_CALLS,
-                          &content_end);
-            safe = IFD_MIN(content_end, chat_tool_stream_safe(text, ch->text.n));
-            if (forced) safe = 0; /* the grammar writes calls only */
+            const char *text = (ch->text.p ? ch->text.p : "") + c0;
+            const size_t n = ch->text.n - c0;
+            k = tool_scan(chat_tool_format(g->srv->chat), text, n, false, sp, CHAT_MAX_TOOL_CALLS, &content_end);
+            content_end += c0;
+            safe = c0 + IFD_MIN(content_end - c0, chat_tool_stream_safe(text, n));
+            if (forced) safe = c0; /* the grammar writes calls only */
         }
         if (safe > ch->sent_text && ch->tc_sent == 0) {
             chunk(g, i, ch, false, ch->text.p + ch->sent_text, safe - ch->sent_text, ch->sent_tokens,
@@ -262,7 +295,7 @@ bool sse_fill(gen_req *g, sbuf *o) {
             ch->sent_tokens = ch->n_tokens;
         }
         /* calls go out once the content before them is out */
-        if (k > 0 && (forced || ch->sent_text >= content_end)) tc_stream(g, i, ch, sp, k, forced, o);
+        if (k > 0 && (forced || ch->sent_text >= content_end)) tc_stream(g, i, ch, c0, sp, k, forced, o);
     }
     if (!all_final) return false;
     if (q->include_usage && !g->sent_usage) {
