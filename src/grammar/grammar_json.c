@@ -24,537 +24,17 @@
  * branch or optional property that is empty is left out. Any thread. */
 #include "grammar_json_impl.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/utf8.h"
 
 #define SEQ(b, ...) gb_seq((b), (const gsym[]){__VA_ARGS__}, (int32_t)(sizeof((gsym[]){__VA_ARGS__}) / sizeof(gsym)))
 
-/* JSON types as a mask; numbers split into integers and the rest */
-enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64, T_ALL = 127 };
-
 #define JR_EMPTY INT32_MIN /* a schema no value satisfies; other negatives: an error */
-#define MAX_DEPTH 64       /* schema nesting */
 #define MAX_CONJ 64        /* schemas combined in one place (allOf, $ref) */
 #define MAX_WORK 20000     /* conjunctions compiled (anyOf / oneOf distribution) */
 #define MAX_COUNT 60000    /* minLength, minItems */
-
-/* ---- context ------------------------------------------------------------------------------ */
-enum { D_REF = 1, D_ALLOF = 2, D_ANYOF = 4, D_ONEOF = 8 }; /* combinators already expanded */
-
-typedef struct jitem {
-    const jnode *node;
-    int64_t path;   /* offset of its JSON pointer in jctx.paths */
-    unsigned done;
-    int32_t parent; /* the item whose $ref / allOf / anyOf / oneOf brought it in, or -1 */
-} jitem;
-
-typedef struct jmemo {
-    const jnode *node;
-    gsym rule;
-    bool empty;
-} jmemo;
-
-typedef struct jctx {
-    gram_builder *b;
-    jprim p;
-    const jnode *root;
-    char *err;
-    size_t err_bytes;
-    bool failed;
-    sbuf paths; /* NUL-terminated JSON pointers */
-    jmemo *memo;
-    int64_t n_memo, cap_memo;
-    char tag[16]; /* rule-name prefix: a builder may hold several schemas */
-    int64_t work;
-} jctx;
-
-static const char *path_of(const jctx *c, int64_t off) {
-    const char *s = c->paths.p ? c->paths.p + off : "";
-    return *s ? s : "/";
-}
-
-static int jfail(jctx *c, int64_t path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int jfail(jctx *c, int64_t path, const char *fmt, ...) {
-    if (!c->failed) {
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-        if (path >= 0) ifd_errf(c->err, c->err_bytes, -1, "%s at %s", msg, path_of(c, path));
-        else ifd_errf(c->err, c->err_bytes, -1, "%s", msg);
-        c->failed = true;
-    }
-    return -1;
-}
-
-/* parent + "/" + seg (escaped as a JSON pointer: ~0 ~1), NUL-terminated; its offset */
-static int64_t path_add(jctx *c, int64_t parent, const char *seg, size_t seg_n) {
-    const size_t plen = strlen(c->paths.p + parent);
-    if (!sbuf_reserve(&c->paths, plen + 2 * seg_n + 3)) return jfail(c, -1, "out of memory");
-    int64_t off = (int64_t)c->paths.n;
-    sbuf_put(&c->paths, c->paths.p + parent, plen);
-    sbuf_put(&c->paths, "/", 1);
-    for (size_t i = 0; i < seg_n; i++) {
-        if (seg[i] == '~') sbuf_put(&c->paths, "~0", 2);
-        else if (seg[i] == '/') sbuf_put(&c->paths, "~1", 2);
-        else sbuf_put(&c->paths, seg + i, 1);
-    }
-    sbuf_put(&c->paths, "", 1);
-    return c->paths.oom ? jfail(c, -1, "out of memory") : off;
-}
-
-static int64_t path_kw(jctx *c, int64_t parent, const char *kw) { return path_add(c, parent, kw, strlen(kw)); }
-
-static int64_t path_kw_key(jctx *c, int64_t parent, const char *kw, const jnode *key) {
-    int64_t p = path_kw(c, parent, kw);
-    return p < 0 ? p : path_add(c, p, key->s, key->n);
-}
-
-static int64_t path_kw_idx(jctx *c, int64_t parent, const char *kw, uint32_t i) {
-    char num[16];
-    int64_t p = path_kw(c, parent, kw);
-    snprintf(num, sizeof num, "%u", i);
-    return p < 0 ? p : path_add(c, p, num, strlen(num));
-}
-
-/* ---- keywords ------------------------------------------------------------------------------ */
-typedef enum kw_kind {
-    K_ANNOT, K_ID, K_BOOL, K_TYPE, K_OBJ_SCHEMAS, K_REQUIRED, K_SCHEMA, K_SCHEMA_LIST, K_COUNT, K_ENUM, K_CONST,
-    K_NUMBER, K_STRING, K_FORMAT
-} kw_kind;
-
-static const struct {
-    const char *name;
-    kw_kind kind;
-} KEYWORDS[] = {
-    {"title", K_ANNOT}, {"description", K_ANNOT}, {"default", K_ANNOT}, {"examples", K_ANNOT},
-    {"$schema", K_ANNOT}, {"$comment", K_ANNOT}, {"deprecated", K_ANNOT}, {"readOnly", K_ANNOT},
-    {"writeOnly", K_ANNOT}, {"discriminator", K_ANNOT}, {"$id", K_ID}, {"nullable", K_BOOL},
-    {"$defs", K_OBJ_SCHEMAS}, {"definitions", K_OBJ_SCHEMAS}, {"type", K_TYPE}, {"properties", K_OBJ_SCHEMAS},
-    {"required", K_REQUIRED}, {"additionalProperties", K_SCHEMA}, {"items", K_SCHEMA},
-    {"prefixItems", K_SCHEMA_LIST}, {"minItems", K_COUNT}, {"maxItems", K_COUNT}, {"enum", K_ENUM},
-    {"const", K_CONST}, {"anyOf", K_SCHEMA_LIST}, {"oneOf", K_SCHEMA_LIST}, {"allOf", K_SCHEMA_LIST},
-    {"$ref", K_STRING}, {"minLength", K_COUNT}, {"maxLength", K_COUNT}, {"pattern", K_STRING},
-    {"format", K_FORMAT}, {"minimum", K_NUMBER}, {"maximum", K_NUMBER}, {"exclusiveMinimum", K_NUMBER},
-    {"exclusiveMaximum", K_NUMBER},
-};
-
-static int kw_find(const jnode *key) {
-    for (size_t i = 0; i < IFD_ARRAY_LEN(KEYWORDS); i++)
-        if (strlen(KEYWORDS[i].name) == key->n && !memcmp(KEYWORDS[i].name, key->s, key->n)) return (int)i;
-    return -1;
-}
-
-static const struct {
-    const char *name;
-    unsigned mask;
-} TYPES[] = {{"null", T_NULL}, {"boolean", T_BOOL}, {"object", T_OBJ}, {"array", T_ARR},
-             {"string", T_STR}, {"integer", T_INT}, {"number", T_INT | T_FRAC}};
-
-static unsigned type_mask(const jnode *s) {
-    for (size_t i = 0; i < IFD_ARRAY_LEN(TYPES); i++)
-        if (s->t == JN_STR && strlen(TYPES[i].name) == s->n && !memcmp(TYPES[i].name, s->s, s->n)) return TYPES[i].mask;
-    return 0;
-}
-
-/* The type bit of a JSON value (a number without a fraction is an integer: 1.0 is). */
-static unsigned value_type(const jnode *v) {
-    switch (v->t) {
-    case JN_NULL: return T_NULL;
-    case JN_BOOL: return T_BOOL;
-    case JN_OBJ: return T_OBJ;
-    case JN_ARR: return T_ARR;
-    case JN_STR: return T_STR;
-    case JN_NUM: {
-        jdec d;
-        return jdec_parse(&d, v->s, v->n) || jdec_is_int(&d) ? T_INT : T_FRAC;
-    }
-    }
-    return 0;
-}
-
-static bool is_schema(const jnode *v) { return v->t == JN_OBJ || v->t == JN_BOOL; }
-
-/* A non-negative integer keyword value (as JSON Schema allows: 2.0 is one), saturated
- * at INT64_MAX / 4 (far beyond anything generated). -1 when it is not one. */
-static int64_t count_value(const jnode *v) {
-    jdec d;
-    int64_t x;
-    if (v->t != JN_NUM || jdec_parse(&d, v->s, v->n) || !jdec_is_int(&d) || (d.neg && d.nd)) return -1;
-    if (jdec_floor(&d, &x) || x > INT64_MAX / 4) return INT64_MAX / 4;
-    return x;
-}
-
-static int64_t get_count(const jnode *node, const char *kw, int64_t none) {
-    const jnode *v = jn_get(node, kw);
-    return v ? count_value(v) : none;
-}
-
-/* The member of object o named by the string node key (whole names: a key may hold NUL). */
-static const jnode *member(const jnode *o, const jnode *key) {
-    if (!o || o->t != JN_OBJ) return NULL;
-    for (uint32_t i = 0; i < o->n; i++)
-        if (o->key[i]->n == key->n && !memcmp(o->key[i]->s, key->s, key->n)) return o->kid[i];
-    return NULL;
-}
-
-/* Keywords of one schema object: known, of the right JSON type, consistent. */
-static int check_node(jctx *c, const jnode *node, int64_t path) {
-    if (node->t == JN_BOOL) return 0;
-    if (node->t != JN_OBJ) return jfail(c, path, "JSON Schema: a schema must be an object or a boolean");
-    for (uint32_t i = 0; i < node->n; i++) {
-        const jnode *k = node->key[i], *v = node->kid[i];
-        int ix = kw_find(k);
-        if (ix < 0 || (KEYWORDS[ix].kind == K_ID && node != c->root))
-            return jfail(c, path, "unsupported JSON Schema keyword '%.*s'", (int)IFD_MIN(k->n, 64), k->s);
-        const char *kw = KEYWORDS[ix].name, *want = NULL;
-        switch (KEYWORDS[ix].kind) {
-        case K_ANNOT:
-        case K_ID:
-        case K_CONST: break;
-        case K_BOOL:
-            if (v->t != JN_BOOL) want = "a boolean";
-            break;
-        case K_TYPE:
-            if (v->t == JN_ARR) {
-                if (!v->n) want = "a type name or a non-empty array of them";
-                for (uint32_t j = 0; j < v->n; j++)
-                    if (!type_mask(v->kid[j])) want = "a type name or a non-empty array of them";
-            } else if (!type_mask(v)) {
-                want = "one of null, boolean, object, array, string, integer, number";
-            }
-            break;
-        case K_OBJ_SCHEMAS:
-            if (v->t != JN_OBJ) want = "an object of schemas";
-            for (uint32_t j = 0; !want && j < v->n; j++)
-                if (!is_schema(v->kid[j]) && strcmp(kw, "$defs") && strcmp(kw, "definitions")) want = "an object of schemas";
-            break;
-        case K_REQUIRED:
-            if (v->t != JN_ARR) want = "an array of strings";
-            for (uint32_t j = 0; !want && j < v->n; j++)
-                if (v->kid[j]->t != JN_STR) want = "an array of strings";
-            break;
-        case K_SCHEMA:
-            if (!is_schema(v))
-                want = v->t == JN_ARR && !strcmp(kw, "items") ? "a schema (the array form of Draft 7 is not supported: use prefixItems)"
-                                                               : "a schema";
-            break;
-        case K_SCHEMA_LIST:
-            if (v->t != JN_ARR || !v->n) want = "a non-empty array of schemas";
-            for (uint32_t j = 0; !want && j < v->n; j++)
-                if (!is_schema(v->kid[j])) want = "a non-empty array of schemas";
-            break;
-        case K_COUNT:
-            if (count_value(v) < 0) want = "a non-negative integer";
-            break;
-        case K_ENUM:
-            if (v->t != JN_ARR || !v->n) want = "a non-empty array";
-            break;
-        case K_NUMBER: {
-            jdec d;
-            if (v->t != JN_NUM) want = "a number";
-            else if (jdec_parse(&d, v->s, v->n)) want = "a number of at most 64 significant digits";
-            break;
-        }
-        case K_STRING:
-            if (v->t != JN_STR) want = "a string";
-            break;
-        case K_FORMAT:
-            if (v->t != JN_STR) want = "a string";
-            else if (!jp_format_known(v->s))
-                return jfail(c, path, "JSON Schema: unsupported format '%.*s' (supported: date, time, date-time, uuid, "
-                                      "email, ipv4)",
-                             (int)IFD_MIN(v->n, 64), v->s);
-            break;
-        }
-        if (want) return jfail(c, path, "JSON Schema: '%s' must be %s", kw, want);
-    }
-    /* consistency within this schema */
-    static const char *const pairs[][2] = {{"minLength", "maxLength"}, {"minItems", "maxItems"}};
-    for (size_t i = 0; i < IFD_ARRAY_LEN(pairs); i++) {
-        int64_t lo = get_count(node, pairs[i][0], 0), hi = get_count(node, pairs[i][1], -1);
-        if (hi >= 0 && lo > hi) return jfail(c, path, "JSON Schema: '%s' > '%s'", pairs[i][0], pairs[i][1]);
-    }
-    if (jn_get(node, "pattern") && (jn_get(node, "minLength") || jn_get(node, "maxLength")))
-        return jfail(c, path, "JSON Schema: 'pattern' combined with 'minLength'/'maxLength' is not supported");
-    if (jn_get(node, "pattern") && jn_get(node, "format"))
-        return jfail(c, path, "JSON Schema: 'pattern' combined with 'format' is not supported");
-    if (jn_get(node, "format") && (jn_get(node, "minLength") || jn_get(node, "maxLength")))
-        return jfail(c, path, "JSON Schema: 'format' combined with 'minLength'/'maxLength' is not supported");
-    const jnode *req = jn_get(node, "required"), *ap = jn_get(node, "additionalProperties");
-    if (req && ap && ap->t == JN_BOOL && !ap->b) {
-        const jnode *props = jn_get(node, "properties");
-        for (uint32_t j = 0; j < req->n; j++)
-            if (!member(props, req->kid[j]))
-                return jfail(c, path,
-                             "JSON Schema: required property '%.*s' is not in 'properties' and additionalProperties is "
-                             "false",
-                             (int)IFD_MIN(req->kid[j]->n, 64), req->kid[j]->s);
-    }
-    return 0;
-}
-
-/* Is every keyword of node but $ref an annotation (so node means its target)? */
-static bool is_pure_ref(const jnode *node) {
-    if (node->t != JN_OBJ || !jn_get(node, "$ref")) return false;
-    for (uint32_t i = 0; i < node->n; i++) {
-        int ix = kw_find(node->key[i]);
-        if (ix < 0) return false;
-        kw_kind k = KEYWORDS[ix].kind;
-        if (!(k == K_ANNOT || k == K_ID || k == K_BOOL || !strcmp(KEYWORDS[ix].name, "$ref") ||
-              !strcmp(KEYWORDS[ix].name, "$defs") || !strcmp(KEYWORDS[ix].name, "definitions")))
-            return false;
-    }
-    return true;
-}
-
-static int hexval(char ch) {
-    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-}
-
-/* The node a "$ref" names, and (path != NULL) its JSON pointer. Only references into
- * this document ("#", "#/a/b": percent-decoded, then ~1 ~0). NULL when unresolvable
- * (an error when report). */
-static const jnode *resolve(jctx *c, const jnode *ref, int64_t at, int64_t *path, bool report) {
-    const char *s = ref->s;
-    const jnode *node = c->root;
-    if (path) *path = 0;
-    if (s[0] != '#' || (s[1] && s[1] != '/')) {
-        if (report)
-            jfail(c, at, "JSON Schema: unresolvable $ref '%.*s' (only '#' and '#/...' pointers into this document "
-                         "are supported)",
-                  (int)IFD_MIN(ref->n, 100), s);
-        return NULL;
-    }
-    char seg[256];
-    for (size_t i = 1; s[i] && node;) {
-        size_t n = 0;
-        for (i++; s[i] && s[i] != '/'; i++) {
-            char ch = s[i];
-            if (ch == '%' && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-                ch = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
-                i += 2;
-            }
-            if (n + 1 >= sizeof seg) {
-                node = NULL;
-                break;
-            }
-            seg[n++] = ch;
-        }
-        if (!node) break;
-        /* JSON pointer escapes, in place */
-        size_t m = 0;
-        for (size_t k = 0; k < n; k++) {
-            if (seg[k] == '~' && k + 1 < n && (seg[k + 1] == '0' || seg[k + 1] == '1')) {
-                seg[m++] = seg[k + 1] == '0' ? '~' : '/';
-                k++;
-            } else {
-                seg[m++] = seg[k];
-            }
-        }
-        seg[m] = 0;
-        const jnode *next = NULL;
-        if (node->t == JN_OBJ) {
-            for (uint32_t k = 0; k < node->n && !next; k++)
-                if (node->key[k]->n == m && !memcmp(node->key[k]->s, seg, m)) next = node->kid[k];
-        } else if (node->t == JN_ARR && m > 0 && m < 10 && (seg[0] != '0' || m == 1)) {
-            uint32_t ix = 0;
-            bool ok = true;
-            for (size_t k = 0; k < m; k++) {
-                if (seg[k] < '0' || seg[k] > '9') ok = false;
-                ix = ix * 10 + (uint32_t)(seg[k] - '0');
-            }
-            if (ok && ix < node->n) next = node->kid[ix];
-        }
-        node = next;
-        if (node && path && (*path = path_add(c, *path, seg, m)) < 0) return NULL;
-    }
-    if (!node && report)
-        jfail(c, at, "JSON Schema: unresolvable $ref '%.*s'", (int)IFD_MIN(ref->n, 100), s);
-    return node;
-}
-
-/* ---- semantics for oneOf: what a schema may match, as a superset ----------------------------- */
-typedef struct nlist {
-    const jnode **v;
-    int64_t n, cap;
-} nlist;
-
-static bool nl_push(nlist *l, const jnode *x) {
-    for (int64_t i = 0; i < l->n; i++)
-        if (l->v[i] == x) return true;
-    if (!GVEC_GROW(l->v, l->cap, l->n + 1)) return false;
-    l->v[l->n++] = x;
-    return true;
-}
-
-/* The schemas that hold wherever the ones in l hold: l closed under $ref and allOf
- * (unresolvable references are left out: compiling reports them). */
-static bool closure(jctx *c, nlist *l) {
-    for (int64_t i = 0; i < l->n && l->n < 256; i++) {
-        const jnode *x = l->v[i], *r = jn_get(x, "$ref"), *all = jn_get(x, "allOf"), *t;
-        if (r && r->t == JN_STR && (t = resolve(c, r, -1, NULL, false)) && !nl_push(l, t)) return false;
-        for (uint32_t k = 0; all && all->t == JN_ARR && k < all->n; k++)
-            if (!nl_push(l, all->kid[k])) return false;
-    }
-    return true;
-}
-
-static unsigned sem_types(jctx *c, const jnode *x, int depth);
-
-static unsigned sem_types_list(jctx *c, nlist *l, int depth) {
-    unsigned m = T_ALL;
-    if (!closure(c, l)) return T_ALL;
-    for (int64_t i = 0; i < l->n; i++) {
-        const jnode *x = l->v[i];
-        if (x->t == JN_BOOL) {
-            if (!x->b) m = 0;
-            continue;
-        }
-        const jnode *t = jn_get(x, "type"), *e = jn_get(x, "enum"), *k = jn_get(x, "const");
-        if (t) {
-            unsigned tm = 0;
-            if (t->t == JN_ARR)
-                for (uint32_t j = 0; j < t->n; j++) tm |= type_mask(t->kid[j]);
-            else tm = type_mask(t);
-            m &= tm ? tm : T_ALL;
-        }
-        if (k) m &= value_type(k);
-        if (e && e->t == JN_ARR) {
-            unsigned em = 0;
-            for (uint32_t j = 0; j < e->n; j++) em |= value_type(e->kid[j]);
-            m &= em;
-        }
-        static const char *const unions[] = {"anyOf", "oneOf"};
-        for (int u = 0; u < 2; u++) {
-            const jnode *a = jn_get(x, unions[u]);
-            if (!a || a->t != JN_ARR) continue;
-            unsigned um = 0;
-            for (uint32_t j = 0; j < a->n; j++) um |= sem_types(c, a->kid[j], depth + 1);
-            m &= um;
-        }
-    }
-    return m;
-}
-
-static unsigned sem_types(jctx *c, const jnode *x, int depth) {
-    if (depth > 16) return T_ALL;
-    nlist l = {0};
-    unsigned m = nl_push(&l, x) ? sem_types_list(c, &l, depth) : T_ALL;
-    free(l.v);
-    return m;
-}
-
-/* A finite set of values l's schemas may match (the first enum / const among them),
- * into *vals; false when none is known. */
-static bool sem_values(const nlist *l, nlist *vals) {
-    for (int64_t i = 0; i < l->n; i++) {
-        const jnode *e = jn_get(l->v[i], "enum"), *k = jn_get(l->v[i], "const");
-        if (k) return nl_push(vals, k);
-        if (e && e->t == JN_ARR) {
-            for (uint32_t j = 0; j < e->n; j++)
-                if (!nl_push(vals, e->kid[j])) return false;
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool disjoint_values(const nlist *a, const nlist *b) {
-    for (int64_t i = 0; i < a->n; i++)
-        for (int64_t j = 0; j < b->n; j++)
-            if (jn_equal(a->v[i], b->v[j])) return false;
-    return true;
-}
-
-static bool sem_requires(const nlist *l, const jnode *key) {
-    for (int64_t i = 0; i < l->n; i++) {
-        const jnode *r = jn_get(l->v[i], "required");
-        for (uint32_t j = 0; r && r->t == JN_ARR && j < r->n; j++)
-            if (jn_equal(r->kid[j], key)) return true;
-    }
-    return false;
-}
-
-/* The finite values l allows for member key (from a properties[key] with enum/const). */
-static bool sem_member_values(jctx *c, const nlist *l, const jnode *key, nlist *vals) {
-    for (int64_t i = 0; i < l->n; i++) {
-        const jnode *pr = member(jn_get(l->v[i], "properties"), key);
-        if (!pr) continue;
-        nlist sub = {0};
-        bool ok = nl_push(&sub, pr) && closure(c, &sub) && sem_values(&sub, vals);
-        free(sub.v);
-        if (ok) return true;
-        vals->n = 0;
-    }
-    return false;
-}
-
-/* Objects of a and b told apart by a member both require, with disjoint finite values. */
-static bool discriminated(jctx *c, const nlist *a, const nlist *b) {
-    for (int64_t i = 0; i < a->n; i++) {
-        const jnode *r = jn_get(a->v[i], "required");
-        for (uint32_t j = 0; r && r->t == JN_ARR && j < r->n; j++) {
-            const jnode *key = r->kid[j];
-            if (key->t != JN_STR || !sem_requires(b, key)) continue;
-            nlist va = {0}, vb = {0};
-            bool ok = sem_member_values(c, a, key, &va) && sem_member_values(c, b, key, &vb) && disjoint_values(&va, &vb);
-            free(va.v);
-            free(vb.v);
-            if (ok) return true;
-        }
-    }
-    return false;
-}
-
-/* oneOf at items[io] (branches br): every two branches, each with the rest of the
- * conjunction, must be provably disjoint: then a value generated from one matches no
- * other, and oneOf is anyOf. */
-static int check_oneof(jctx *c, const jitem *items, int n, int io, const jnode *br) {
-    const uint32_t k = br->n;
-    nlist *sets = calloc(k, sizeof *sets), *vals = calloc(k, sizeof *vals);
-    unsigned *mask = calloc(k, sizeof *mask);
-    bool *finite = calloc(k, sizeof *finite);
-    int rc = 0;
-    if (!sets || !vals || !mask || !finite) {
-        rc = jfail(c, -1, "out of memory");
-        goto out;
-    }
-    for (uint32_t a = 0; a < k && !rc; a++) {
-        bool ok = nl_push(&sets[a], br->kid[a]);
-        for (int i = 0; i < n && ok; i++) ok = nl_push(&sets[a], items[i].node);
-        ok = ok && closure(c, &sets[a]);
-        if (!ok) rc = jfail(c, -1, "out of memory");
-        mask[a] = sem_types_list(c, &sets[a], 0);
-        finite[a] = sem_values(&sets[a], &vals[a]);
-    }
-    for (uint32_t a = 0; a < k && !rc; a++)
-        for (uint32_t b2 = a + 1; b2 < k && !rc; b2++) {
-            unsigned ov = mask[a] & mask[b2];
-            if (!ov || (finite[a] && finite[b2] && disjoint_values(&vals[a], &vals[b2]))) continue;
-            if (ov == T_OBJ && discriminated(c, &sets[a], &sets[b2])) continue;
-            rc = jfail(c, items[io].path,
-                       "JSON Schema: 'oneOf' branches %u and %u may both match (only provably disjoint branches are "
-                       "supported: different types, different constants, or objects with a required member of "
-                       "different constant values; use anyOf if overlap is fine)",
-                       a, b2);
-        }
-out:
-    for (uint32_t a = 0; a < k && sets && vals; a++) {
-        free(sets[a].v);
-        free(vals[a].v);
-    }
-    free(sets);
-    free(vals);
-    free(mask);
-    free(finite);
-    return rc;
-}
 
 /* ---- compiling ---------------------------------------------------------------------------- */
 static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth);
@@ -564,11 +44,11 @@ static gsym as_rule(jctx *c, gsym s) { return s >= 0 || s == JR_EMPTY ? s : gb_s
 /* One schema met alone: compiled once into a rule (named by its path, so a compile
  * error about recursion says where). */
 static gsym compile_schema(jctx *c, const jnode *node, int64_t path, int depth) {
-    for (int hops = 0; is_pure_ref(node); hops++) {
-        if (check_node(c, node, path)) return -1;
-        if (hops > 32) return jfail(c, path, "JSON Schema: '$ref' cycle");
+    for (int hops = 0; js_is_pure_ref(node); hops++) {
+        if (js_check_node(c, node, path)) return -1;
+        if (hops > 32) return js_fail(c, path, "JSON Schema: '$ref' cycle");
         int64_t tp;
-        const jnode *t = resolve(c, jn_get(node, "$ref"), path, &tp, true);
+        const jnode *t = js_resolve(c, jn_get(node, "$ref"), path, &tp, true);
         if (!t) return -1;
         node = t;
         path = tp;
@@ -576,7 +56,7 @@ static gsym compile_schema(jctx *c, const jnode *node, int64_t path, int depth) 
     if (node->t == JN_BOOL) return node->b ? jp_value(&c->p) : JR_EMPTY;
     for (int64_t i = 0; i < c->n_memo; i++)
         if (c->memo[i].node == node) return c->memo[i].empty ? JR_EMPTY : c->memo[i].rule;
-    if (!GVEC_GROW(c->memo, c->cap_memo, c->n_memo + 1)) return jfail(c, -1, "out of memory");
+    if (!GVEC_GROW(c->memo, c->cap_memo, c->n_memo + 1)) return js_fail(c, -1, "out of memory");
     const char *ps = c->paths.p + path;
     char name[224];
     int nl = snprintf(name, sizeof name, "%s#%s", c->tag, ps);
@@ -666,24 +146,24 @@ static int merge(jctx *c, const jitem *items, int n, jview *w) {
             if (!strcmp(k, "type")) {
                 unsigned m = 0;
                 if (v->t == JN_ARR)
-                    for (uint32_t t = 0; t < v->n; t++) m |= type_mask(v->kid[t]);
-                else m = type_mask(v);
+                    for (uint32_t t = 0; t < v->n; t++) m |= js_type_mask(v->kid[t]);
+                else m = js_type_mask(v);
                 w->types &= m;
             } else if (!strcmp(k, "const")) {
-                if (!vals_intersect(w, (const jnode *const *)&v, 1)) return jfail(c, -1, "out of memory");
+                if (!vals_intersect(w, (const jnode *const *)&v, 1)) return js_fail(c, -1, "out of memory");
             } else if (!strcmp(k, "enum")) {
-                if (!vals_intersect(w, (const jnode *const *)v->kid, v->n)) return jfail(c, -1, "out of memory");
+                if (!vals_intersect(w, (const jnode *const *)v->kid, v->n)) return js_fail(c, -1, "out of memory");
             } else if (!strcmp(k, "minLength")) {
-                w->min_len = IFD_MAX(w->min_len, count_value(v));
+                w->min_len = IFD_MAX(w->min_len, js_count_value(v));
                 w->kw_str = true;
             } else if (!strcmp(k, "maxLength")) {
-                int64_t m = count_value(v);
+                int64_t m = js_count_value(v);
                 w->max_len = w->max_len < 0 ? m : IFD_MIN(w->max_len, m);
                 w->kw_str = true;
             } else if (!strcmp(k, "pattern") || !strcmp(k, "format")) {
                 const jnode **slot = k[0] == 'p' ? &w->pattern : &w->format;
                 if (*slot && !jn_equal(*slot, v))
-                    return jfail(c, items[i].path, "JSON Schema: two different '%s' values combined (allOf / $ref) "
+                    return js_fail(c, items[i].path, "JSON Schema: two different '%s' values combined (allOf / $ref) "
                                                    "are not supported", k);
                 *slot = v;
                 if (k[0] == 'p') w->pattern_path = items[i].path;
@@ -695,10 +175,10 @@ static int merge(jctx *c, const jitem *items, int n, jview *w) {
                 tighten(&w->hi, v, k[0] == 'e', false);
                 w->kw_num = true;
             } else if (!strcmp(k, "minItems")) {
-                w->min_items = IFD_MAX(w->min_items, count_value(v));
+                w->min_items = IFD_MAX(w->min_items, js_count_value(v));
                 w->kw_arr = true;
             } else if (!strcmp(k, "maxItems")) {
-                int64_t m = count_value(v);
+                int64_t m = js_count_value(v);
                 w->max_items = w->max_items < 0 ? m : IFD_MIN(w->max_items, m);
                 w->kw_arr = true;
             } else if (!strcmp(k, "items") || !strcmp(k, "prefixItems")) {
@@ -709,9 +189,9 @@ static int merge(jctx *c, const jitem *items, int n, jview *w) {
         }
     }
     if (w->pattern && (w->min_len > 0 || w->max_len >= 0))
-        return jfail(c, w->pattern_path, "JSON Schema: 'pattern' combined with 'minLength'/'maxLength' is not supported");
+        return js_fail(c, w->pattern_path, "JSON Schema: 'pattern' combined with 'minLength'/'maxLength' is not supported");
     if (w->format && (w->pattern || w->min_len > 0 || w->max_len >= 0))
-        return jfail(c, items[0].path, "JSON Schema: 'format' combined with 'pattern'/'minLength'/'maxLength' is not "
+        return js_fail(c, items[0].path, "JSON Schema: 'format' combined with 'pattern'/'minLength'/'maxLength' is not "
                                        "supported");
     return 0;
 }
@@ -727,14 +207,14 @@ static gsym build_values(jctx *c, const jview *w, int64_t path) {
     gsym *alts = malloc(sizeof *alts * (size_t)(w->vals.n + 1));
     int32_t n = 0;
     sbuf out = {0};
-    if (!alts) return jfail(c, -1, "out of memory");
+    if (!alts) return js_fail(c, -1, "out of memory");
     for (int64_t i = 0; i < w->vals.n; i++) {
         const jnode *v = w->vals.v[i];
-        if (!(value_type(v) & w->types)) continue;
+        if (!(js_value_type(v) & w->types)) continue;
         if (v->t == JN_STR) {
             if (w->pattern || w->format) {
                 free(alts);
-                return jfail(c, path, "JSON Schema: 'enum'/'const' combined with '%s' is not supported",
+                return js_fail(c, path, "JSON Schema: 'enum'/'const' combined with '%s' is not supported",
                              w->pattern ? "pattern" : "format");
             }
             int64_t len = cp_count(v);
@@ -746,14 +226,14 @@ static gsym build_values(jctx *c, const jview *w, int64_t path) {
             if (w->hi.set && (jdec_cmp(&d, &w->hi.v) > 0 || (w->hi.excl && !jdec_cmp(&d, &w->hi.v)))) continue;
         } else if ((v->t == JN_ARR && w->kw_arr) || (v->t == JN_OBJ && w->kw_obj)) {
             free(alts);
-            return jfail(c, path, "JSON Schema: 'enum'/'const' with %s keywords is not supported",
+            return js_fail(c, path, "JSON Schema: 'enum'/'const' with %s keywords is not supported",
                          v->t == JN_ARR ? "array" : "object");
         }
         sbuf_reset(&out);
         jn_write(&out, v);
         if (out.oom) {
             free(alts);
-            return jfail(c, -1, "out of memory");
+            return js_fail(c, -1, "out of memory");
         }
         alts[n++] = gb_literal(c->b, out.p, out.n);
     }
@@ -769,13 +249,13 @@ static gsym build_string(jctx *c, const jview *w) {
         int32_t rule = -1;
         char rerr[256];
         if (gram_regex(b, w->pattern->s, w->pattern->n, GRAM_RE_JSON_STRING, &rule, rerr, sizeof rerr))
-            return jfail(c, w->pattern_path, "JSON Schema: 'pattern': %s", rerr);
+            return js_fail(c, w->pattern_path, "JSON Schema: 'pattern': %s", rerr);
         gsym q = gb_byte(b, '"');
         return SEQ(b, q, rule, q);
     }
     if (w->format) return jp_format(&c->p, w->format->s);
     if (w->max_len >= 0 && w->min_len > w->max_len) return JR_EMPTY;
-    if (w->min_len > MAX_COUNT) return jfail(c, -1, "JSON Schema: 'minLength' above %d is not supported", MAX_COUNT);
+    if (w->min_len > MAX_COUNT) return js_fail(c, -1, "JSON Schema: 'minLength' above %d is not supported", MAX_COUNT);
     return jp_string(&c->p, w->min_len, w->max_len);
 }
 
@@ -814,7 +294,7 @@ static gsym build_number(jctx *c, const jview *w, int64_t path) {
     bool beyond;
     int_bounds(w, &lo, &hi, &beyond);
     if (!frac) {
-        if (beyond) return jfail(c, path, "JSON Schema: 'minimum'/'maximum': the integers allowed are outside int64");
+        if (beyond) return js_fail(c, path, "JSON Schema: 'minimum'/'maximum': the integers allowed are outside int64");
         return lo <= hi ? jp_int_range(&c->p, lo, hi) : JR_EMPTY;
     }
     const int64_t L = JP_NUM_LIM;
@@ -840,7 +320,7 @@ static gsym build_number(jctx *c, const jview *w, int64_t path) {
             alts[n++] = SEQ(b, gb_byte(b, '-'), jp_uint_range(&c->p, (uint64_t)bot, (uint64_t)top), jp_fraction(&c->p));
     }
     if (!n)
-        return jfail(c, path, "JSON Schema: 'minimum'/'maximum' on a number: no value in the range has the forms "
+        return js_fail(c, path, "JSON Schema: 'minimum'/'maximum' on a number: no value in the range has the forms "
                               "generated (integers, and N.ddd where all of [N, N+1) lies in the range; at most %d "
                               "integer digits)",
                      JP_NUM_INT_DIGITS);
@@ -857,13 +337,13 @@ static gsym build_array(jctx *c, const jitem *items, int n, const jview *w, int 
         if (pi) P = IFD_MAX(P, pi->n);
     }
     int64_t min = w->min_items, max = w->max_items;
-    if (min > MAX_COUNT) return jfail(c, items[0].path, "JSON Schema: 'minItems' above %d is not supported", MAX_COUNT);
+    if (min > MAX_COUNT) return js_fail(c, items[0].path, "JSON Schema: 'minItems' above %d is not supported", MAX_COUNT);
     if (max >= 0 && min > max) return JR_EMPTY;
     gsym *el = calloc((size_t)P + 1, sizeof *el); /* el[P]: past the prefixes */
     jitem *l = malloc(sizeof *l * (size_t)(n + 1));
     gsym r = -1;
     if (!el || !l) {
-        r = jfail(c, -1, "out of memory");
+        r = js_fail(c, -1, "out of memory");
         goto out;
     }
     for (uint32_t pos = 0; pos <= P; pos++) {
@@ -872,10 +352,10 @@ static gsym build_array(jctx *c, const jitem *items, int n, const jview *w, int 
         for (int i = 0; i < n; i++) {
             const jnode *x = items[i].node, *pi = jn_get(x, "prefixItems"), *it = jn_get(x, "items");
             if (pi && pos < pi->n && pos < P) {
-                l[m] = (jitem){pi->kid[pos], path_kw_idx(c, items[i].path, "prefixItems", pos), 0, -1};
+                l[m] = (jitem){pi->kid[pos], js_path_kw_idx(c, items[i].path, "prefixItems", pos), 0, -1};
                 m++;
             } else if (it) {
-                l[m] = (jitem){it, path_kw(c, items[i].path, "items"), 0, -1};
+                l[m] = (jitem){it, js_path_kw(c, items[i].path, "items"), 0, -1};
                 m++;
             }
         }
@@ -925,7 +405,7 @@ static gsym build_object(jctx *c, const jitem *items, int n, int depth) {
     jitem *l = malloc(sizeof *l * (size_t)(n + 1));
     gsym *val = NULL, r = -1;
     sbuf lit = {0};
-    if (!l) return jfail(c, -1, "out of memory");
+    if (!l) return js_fail(c, -1, "out of memory");
     for (int i = 0; i < n; i++) {
         const jnode *pr = jn_get(items[i].node, "properties"), *rq = jn_get(items[i].node, "required");
         for (uint32_t j = 0; pr && j < pr->n; j++) {
@@ -953,10 +433,10 @@ static gsym build_object(jctx *c, const jitem *items, int n, int depth) {
     for (int64_t k = 0; k < keys.n; k++) {
         int m = 0;
         for (int i = 0; i < n; i++) {
-            const jnode *x = items[i].node, *pr = member(jn_get(x, "properties"), keys.v[k]), *ap;
-            if (pr) l[m++] = (jitem){pr, path_kw_key(c, items[i].path, "properties", keys.v[k]), 0, -1};
+            const jnode *x = items[i].node, *pr = js_member(jn_get(x, "properties"), keys.v[k]), *ap;
+            if (pr) l[m++] = (jitem){pr, js_path_kw_key(c, items[i].path, "properties", keys.v[k]), 0, -1};
             else if ((ap = jn_get(x, "additionalProperties")))
-                l[m++] = (jitem){ap, path_kw(c, items[i].path, "additionalProperties"), 0, -1};
+                l[m++] = (jitem){ap, js_path_kw(c, items[i].path, "additionalProperties"), 0, -1};
         }
         if (c->failed) goto out;
         val[k] = compile_list(c, l, m, depth + 1);
@@ -989,7 +469,7 @@ static gsym build_object(jctx *c, const jitem *items, int n, int depth) {
     r = SEQ(b, gb_byte(b, '{'), ws, F, gb_byte(b, '}'));
     goto out;
 oom:
-    r = jfail(c, -1, "out of memory");
+    r = js_fail(c, -1, "out of memory");
 out:
     sbuf_free(&lit);
     free(val);
@@ -1050,31 +530,31 @@ out:
 static int conj_add(jctx *c, jitem *items, int *n, jitem x, int64_t at) {
     for (int32_t k = x.parent; k >= 0; k = items[k].parent)
         if (items[k].node == x.node)
-            return jfail(c, at, "JSON Schema: '$ref' recursion without progress (a schema includes itself at the "
+            return js_fail(c, at, "JSON Schema: '$ref' recursion without progress (a schema includes itself at the "
                                 "same place)");
     for (int i = 0; i < *n; i++)
         if (items[i].node == x.node) return 0;
-    if (*n >= MAX_CONJ) return jfail(c, at, "JSON Schema: more than %d schemas combined with allOf / $ref", MAX_CONJ);
+    if (*n >= MAX_CONJ) return js_fail(c, at, "JSON Schema: more than %d schemas combined with allOf / $ref", MAX_CONJ);
     items[(*n)++] = x;
     return 0;
 }
 
 /* The schemas in[0..n_in) together. */
 static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
-    if (depth > MAX_DEPTH) return jfail(c, in[0].path, "JSON Schema: nested more than %d levels deep", MAX_DEPTH);
+    if (depth > JS_MAX_DEPTH) return js_fail(c, in[0].path, "JSON Schema: nested more than %d levels deep", JS_MAX_DEPTH);
     if (++c->work > MAX_WORK)
-        return jfail(c, in[0].path, "JSON Schema: too complex (more than %d combinations of anyOf / oneOf / allOf)",
+        return js_fail(c, in[0].path, "JSON Schema: too complex (more than %d combinations of anyOf / oneOf / allOf)",
                      MAX_WORK);
     jitem *items = malloc(sizeof *items * MAX_CONJ);
     gsym r = -1;
-    if (!items) return jfail(c, -1, "out of memory");
+    if (!items) return js_fail(c, -1, "out of memory");
     int n = 0;
     for (int i = 0; i < n_in; i++)
         if (conj_add(c, items, &n, in[i], in[i].path)) goto out;
     /* expand $ref and allOf */
     for (int i = 0; i < n; i++) {
         const jnode *x = items[i].node;
-        if (check_node(c, x, items[i].path)) goto out;
+        if (js_check_node(c, x, items[i].path)) goto out;
         if (x->t == JN_BOOL) {
             if (!x->b) {
                 r = JR_EMPTY;
@@ -1085,14 +565,14 @@ static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
         const jnode *ref = jn_get(x, "$ref"), *all = jn_get(x, "allOf");
         if (ref && !(items[i].done & D_REF)) {
             int64_t tp;
-            const jnode *t = resolve(c, ref, items[i].path, &tp, true);
+            const jnode *t = js_resolve(c, ref, items[i].path, &tp, true);
             items[i].done |= D_REF;
             if (!t || conj_add(c, items, &n, (jitem){t, tp, 0, i}, items[i].path)) goto out;
         }
         if (all && !(items[i].done & D_ALLOF)) {
             items[i].done |= D_ALLOF;
             for (uint32_t k = 0; k < all->n; k++) {
-                int64_t p = path_kw_idx(c, items[i].path, "allOf", k);
+                int64_t p = js_path_kw_idx(c, items[i].path, "allOf", k);
                 if (p < 0 || conj_add(c, items, &n, (jitem){all->kid[k], p, 0, i}, items[i].path)) goto out;
             }
         }
@@ -1103,20 +583,20 @@ static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
         const jnode *br = any && !(items[i].done & D_ANYOF) ? any : one && !(items[i].done & D_ONEOF) ? one : NULL;
         if (!br) continue;
         const unsigned flag = br == any ? D_ANYOF : D_ONEOF;
-        if (flag == D_ONEOF && br->n > 1 && check_oneof(c, items, n, i, br)) goto out;
+        if (flag == D_ONEOF && br->n > 1 && js_check_oneof(c, items, n, i, br)) goto out;
         gsym *alts = malloc(sizeof *alts * br->n);
         jitem *sub = malloc(sizeof *sub * (size_t)(n + 1));
         int32_t na = 0;
         if (!alts || !sub) {
             free(alts);
             free(sub);
-            jfail(c, -1, "out of memory");
+            js_fail(c, -1, "out of memory");
             goto out;
         }
         for (uint32_t k = 0; k < br->n; k++) {
             memcpy(sub, items, sizeof *sub * (size_t)n);
             sub[i].done |= flag;
-            int64_t p = path_kw_idx(c, items[i].path, flag == D_ANYOF ? "anyOf" : "oneOf", k);
+            int64_t p = js_path_kw_idx(c, items[i].path, flag == D_ANYOF ? "anyOf" : "oneOf", k);
             sub[n] = (jitem){br->kid[k], p, 0, i};
             gsym a = p < 0 ? -1 : compile_conj(c, sub, n + 1, depth + 1);
             if (a == JR_EMPTY) continue;
@@ -1207,9 +687,9 @@ static int build_schema(gram_builder *b, const jdoc *d, int32_t *rule, char *err
         if (gb_find(b, probe, (size_t)n) < 0) break;
     }
     sbuf_put(&c.paths, "", 1); /* the root's pointer "" at offset 0 */
-    gsym r = c.paths.oom ? jfail(&c, -1, "out of memory") : compile_schema(&c, d->root, 0, 0);
-    if (!c.failed && r == JR_EMPTY) jfail(&c, 0, "JSON Schema: no JSON value satisfies the schema");
-    if (!c.failed && gb_error(b)) jfail(&c, -1, "JSON Schema: %s", gb_error(b));
+    gsym r = c.paths.oom ? js_fail(&c, -1, "out of memory") : js_check_tree(&c, d->root, 0, 0) ? -1 : compile_schema(&c, d->root, 0, 0);
+    if (!c.failed && r == JR_EMPTY) js_fail(&c, 0, "JSON Schema: no JSON value satisfies the schema");
+    if (!c.failed && gb_error(b)) js_fail(&c, -1, "JSON Schema: %s", gb_error(b));
     if (!c.failed) *rule = r;
     jp_deinit(&c.p);
     sbuf_free(&c.paths);

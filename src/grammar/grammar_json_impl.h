@@ -2,8 +2,9 @@
  * the schema document (grammar_json_doc.c: a strict JSON parser keeping member order
  * and numbers as written, exact decimals, equality, compact output) and the JSON
  * grammar pieces (grammar_json_prim.c: whitespace, strings, formats, integer ranges,
- * numbers, any value). The schema walk is grammar_json.c. Not for use outside
- * src/grammar/. Any thread (each document and jprim has one owner). */
+ * numbers, any value), the keyword checks, $ref resolution and the oneOf proof
+ * (grammar_json_check.c) for the schema walk (grammar_json.c). Not for use outside
+ * src/grammar/. Any thread (each document, jprim and jctx has one owner). */
 #ifndef INFERD_GRAMMAR_JSON_IMPL_H
 #define INFERD_GRAMMAR_JSON_IMPL_H
 #include "../util/layer/grammar.h"
@@ -109,5 +110,72 @@ gsym jp_fraction(jprim *p);    /* "." [0-9]{1,15} */
 gsym jp_value(jprim *p);       /* any JSON value */
 gsym jp_object(jprim *p);      /* any JSON object */
 gsym jp_array(jprim *p);       /* any JSON array */
+
+/* ---- the schema walk (grammar_json.c, grammar_json_check.c) ------------------------------ */
+#define JS_MAX_DEPTH 64 /* schema nesting */
+
+/* JSON types as a mask; numbers split into integers and the rest */
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64, T_ALL = 127 };
+
+/* Schemas that hold at one place: each is an item of a conjunction. */
+enum { D_REF = 1, D_ALLOF = 2, D_ANYOF = 4, D_ONEOF = 8 }; /* combinators already expanded */
+
+typedef struct jitem {
+    const jnode *node;
+    int64_t path;   /* offset of its JSON pointer in jctx.paths */
+    unsigned done;
+    int32_t parent; /* the item whose $ref / allOf / anyOf / oneOf brought it in, or -1 */
+} jitem;
+
+typedef struct jmemo {
+    const jnode *node;
+    gsym rule;
+    bool empty;
+} jmemo;
+
+typedef struct jctx {
+    gram_builder *b;
+    jprim p;
+    const jnode *root;
+    char *err;
+    size_t err_bytes;
+    bool failed;
+    sbuf paths; /* NUL-terminated JSON pointers */
+    jmemo *memo;
+    int64_t n_memo, cap_memo;
+    char tag[16]; /* rule-name prefix: a builder may hold several schemas */
+    int64_t work;
+} jctx;
+
+typedef struct nlist {
+    const jnode **v;
+    int64_t n, cap;
+} nlist;
+
+/* Set the error (the first one wins): the message, then " at " and the JSON pointer at
+ * offset path (path < 0: no place). Returns -1. */
+int js_fail(jctx *c, int64_t path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* JSON pointers, kept in c->paths: parent + "/" + kw (+ "/" + key or index); offsets. */
+int64_t js_path_add(jctx *c, int64_t parent, const char *seg, size_t seg_n);
+int64_t js_path_kw(jctx *c, int64_t parent, const char *kw);
+int64_t js_path_kw_key(jctx *c, int64_t parent, const char *kw, const jnode *key);
+int64_t js_path_kw_idx(jctx *c, int64_t parent, const char *kw, uint32_t i);
+/* The keywords of one schema object: known, of the right JSON type, consistent. 0 / -1. */
+int js_check_node(jctx *c, const jnode *node, int64_t path);
+/* The whole document from node: every schema reachable through keywords checked and every
+ * $ref resolved, used by the grammar or not. 0 / -1. */
+int js_check_tree(jctx *c, const jnode *node, int64_t path, int depth);
+/* Is every keyword of node but $ref an annotation (so node means its target)? */
+bool js_is_pure_ref(const jnode *node);
+/* The node a "$ref" string names and (path != NULL) its JSON pointer; NULL when
+ * unresolvable (an error at `at` when report). */
+const jnode *js_resolve(jctx *c, const jnode *ref, int64_t at, int64_t *path, bool report);
+/* oneOf at items[io] with branches br: 0 when every two branches (each with the rest of
+ * the conjunction) are provably disjoint, else an error naming oneOf. */
+int js_check_oneof(jctx *c, const jitem *items, int n, int io, const jnode *br);
+unsigned js_type_mask(const jnode *type_name); /* 0: not a type name */
+unsigned js_value_type(const jnode *v);        /* a value's T_ bit (1.0 is an integer) */
+int64_t js_count_value(const jnode *v);        /* a non-negative integer keyword, or -1 */
+const jnode *js_member(const jnode *o, const jnode *key); /* by whole name */
 
 #endif

@@ -212,6 +212,11 @@ static const ecase ERRORS[] = {
      {"'exclusiveMinimum'", "/$defs/x"}},
     {"{\"properties\":{\"a\":{\"$id\":\"inner\"}}}", {"'$id'", "/properties/a"}},
     {"{\"properties\":{\"a~b/c\":{\"foo\":1}}}", {"'foo'", "/properties/a~0b~1c"}},
+    /* in places the grammar never uses: still refused */
+    {"{\"type\":\"object\",\"additionalProperties\":{\"not\":{}}}", {"'not'", "/additionalProperties"}},
+    {"{\"$defs\":{\"unused\":{\"uniqueItems\":true}},\"type\":\"null\"}", {"'uniqueItems'", "/$defs/unused"}},
+    {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"items\":{\"$ref\":\"#/nowhere\"},\"maxItems\":0}]}",
+     {"$ref", "/anyOf/1/items"}},
     /* malformed JSON */
     {"{", {"invalid JSON"}},
     {"{\"type\":}", {"invalid JSON"}},
@@ -520,13 +525,13 @@ static void test_int_ranges(void) {
  * candidate is accepted. */
 static void test_number_bounds(void) {
     static const char *const bounds[] = {"-10.5", "-3", "-2.5", "-1", "0", "0.5", "1", "7.25", "12", "1e1"};
-    char cand[400][16];
+    char cand[400][32];
     int nc = 0;
     for (int v = -14; v <= 14; v++) {
-        snprintf(cand[nc++], 16, "%d", v);
+        snprintf(cand[nc++], sizeof cand[0], "%d", v);
         for (int f = 0; f < 10; f += 3) {
-            snprintf(cand[nc++], 16, "%d.%d", v < 0 ? -v : v, f);
-            snprintf(cand[nc++], 16, "-%d.%d5", v < 0 ? -v : v, f);
+            snprintf(cand[nc++], sizeof cand[0], "%d.%d", v < 0 ? -v : v, f);
+            snprintf(cand[nc++], sizeof cand[0], "-%d.%d5", v < 0 ? -v : v, f);
         }
     }
     int bad = 0, empty = 0;
