@@ -383,11 +383,28 @@ int tool_scan(const tool_format *f, const char *t, size_t n, bool at_end, tool_s
     size_t pos;
     const char *mk = marker(f);
     if (mk[0]) {
-        size_t at = find_lit(t, n, mk);
+        /* the marker's first word, then the whole marker matched leniently from there */
+        char head[64];
+        size_t hl = 0;
+        while (mk[hl] && !is_ws(mk[hl]) && hl + 1 < sizeof head) head[hl] = mk[hl], hl++;
+        head[hl] = 0;
+        size_t at = n, from = 0, after = n;
+        while (from < n) {
+            size_t a = from + find_lit(t + from, n - from, head);
+            if (a >= n) break;
+            size_t q = a;
+            int r = lit_match(t, &q, n, mk);
+            if (r == 1 || (r == 0 && !at_end)) {
+                at = a;
+                after = r == 1 ? q : n;
+                break;
+            }
+            from = a + 1;
+        }
         size_t alt = f->alt_begin ? find_lit(t, n, f->alt_begin) : n;
         if (at == n && alt == n) {
             if (!at_end) {
-                size_t k = IFD_MAX(prefix_tail(t, n, mk), f->alt_begin ? prefix_tail(t, n, f->alt_begin) : 0);
+                size_t k = IFD_MAX(prefix_tail(t, n, head), f->alt_begin ? prefix_tail(t, n, f->alt_begin) : 0);
                 *content_end = n - k;
             }
             return 0;
@@ -397,7 +414,10 @@ int tool_scan(const tool_format *f, const char *t, size_t n, bool at_end, tool_s
             pos = alt + strlen(f->alt_begin);
         } else {
             *content_end = at;
-            pos = at + strlen(f->begin);
+            if (after == n && !at_end) return 0; /* the marker is still being written */
+            /* with a begin marker the calls follow it; without one the first call's
+             * open tag is matched again below */
+            pos = f->begin[0] ? after : at;
         }
     } else {
         /* a bare call (llama3): the text starts with it, or with the python tag */
