@@ -49,6 +49,7 @@ set(_label_test_engine_prompt_logprobs e2e)
 set(_label_test_reference_greedy e2e)
 set(_label_test_engine e2e)        # the shared model through engine + backend
 set(_label_test_engine_spec e2e)   # speculative decoding on the shared pair
+set(_label_test_engine_grammar e2e) # constrained decoding on the shared pair
 set(_label_test_engine_limits e2e)
 file(GLOB INFERD_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/test_*.c)
 foreach(src ${INFERD_UNIT_TESTS})
