@@ -28,18 +28,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hash.h"
 
 #define SEQ(b, ...) gb_seq((b), (const gsym[]){__VA_ARGS__}, (int32_t)(sizeof((gsym[]){__VA_ARGS__}) / sizeof(gsym)))
 
 #define JR_EMPTY INT32_MIN /* a schema no value satisfies; other negatives: an error */
 #define MAX_CONJ 64        /* schemas combined in one place (allOf, $ref) */
-#define MAX_WORK 20000     /* conjunctions compiled (anyOf / oneOf distribution) */
+#define MAX_WORK 20000     /* anyOf / oneOf branches compiled (distribution multiplies them) */
 #define MAX_COUNT 60000    /* minLength, minItems */
 
 /* ---- compiling ---------------------------------------------------------------------------- */
 static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth);
 
 static gsym as_rule(jctx *c, gsym s) { return s >= 0 || s == JR_EMPTY ? s : gb_seq(c->b, &s, 1); }
+
+/* The memo: schema node -> its entry, by pointer (open addressing, grown at half full). */
+static uint64_t ptr_hash(const void *p) { return ifd_hash_mix64((uint64_t)(uintptr_t)p); }
+
+static int64_t memo_find(const jctx *c, const jnode *node) {
+    if (!c->memo_ix_cap) return -1;
+    const uint64_t m = (uint64_t)c->memo_ix_cap - 1;
+    for (uint64_t h = ptr_hash(node) & m; c->memo_ix[h]; h = (h + 1) & m)
+        if (c->memo[c->memo_ix[h] - 1].node == node) return c->memo_ix[h] - 1;
+    return -1;
+}
+
+/* Index entry c->n_memo (about to be filled for node). */
+static bool memo_index(jctx *c, const jnode *node) {
+    if ((c->n_memo + 1) * 2 > c->memo_ix_cap) {
+        int64_t nc = c->memo_ix_cap ? c->memo_ix_cap * 2 : 256;
+        int32_t *q = calloc((size_t)nc, sizeof *q);
+        if (!q) return false;
+        for (int64_t i = 0; i < c->n_memo; i++) {
+            uint64_t h = ptr_hash(c->memo[i].node) & (uint64_t)(nc - 1);
+            while (q[h]) h = (h + 1) & (uint64_t)(nc - 1);
+            q[h] = (int32_t)i + 1;
+        }
+        free(c->memo_ix);
+        c->memo_ix = q;
+        c->memo_ix_cap = nc;
+    }
+    uint64_t h = ptr_hash(node) & (uint64_t)(c->memo_ix_cap - 1);
+    while (c->memo_ix[h]) h = (h + 1) & (uint64_t)(c->memo_ix_cap - 1);
+    c->memo_ix[h] = (int32_t)c->n_memo + 1;
+    return true;
+}
+
+static gsym define_memo(jctx *c, int32_t r, gsym body);
 
 /* One schema met alone: compiled once into a rule (named by its path, so a compile
  * error about recursion says where). */
@@ -54,9 +89,10 @@ static gsym compile_schema(jctx *c, const jnode *node, int64_t path, int depth) 
         path = tp;
     }
     if (node->t == JN_BOOL) return node->b ? jp_value(&c->p) : JR_EMPTY;
-    for (int64_t i = 0; i < c->n_memo; i++)
-        if (c->memo[i].node == node) return c->memo[i].empty ? JR_EMPTY : c->memo[i].rule;
-    if (!GVEC_GROW(c->memo, c->cap_memo, c->n_memo + 1)) return js_fail(c, -1, "out of memory");
+    int64_t seen = memo_find(c, node);
+    if (seen >= 0) return c->memo[seen].empty ? JR_EMPTY : c->memo[seen].rule;
+    if (!GVEC_GROW(c->memo, c->cap_memo, c->n_memo + 1) || !memo_index(c, node))
+        return js_fail(c, -1, "out of memory");
     const char *ps = c->paths.p + path;
     char name[224];
     int nl = snprintf(name, sizeof name, "%s#%s", c->tag, ps);
@@ -66,23 +102,60 @@ static gsym compile_schema(jctx *c, const jnode *node, int64_t path, int depth) 
     c->memo[m] = (jmemo){.node = node, .rule = r};
     jitem it = {node, path, 0, -1};
     gsym body = compile_conj(c, &it, 1, depth);
+    if (body == JR_EMPTY) c->memo[m].empty = true;
+    return define_memo(c, r, body);
+}
+
+/* Rule r (made before compiling, for recursion) gets body. An empty body: earlier
+ * recursive references (if any) point at a rule that matches nothing, which the final
+ * productivity check reports. */
+static gsym define_memo(jctx *c, int32_t r, gsym body) {
     if (body == JR_EMPTY) {
-        /* earlier recursive references (if any) point at a rule that matches nothing:
-         * the final productivity check reports them */
         const uint32_t none[8] = {0};
         gsym z = gb_byteset(c->b, none);
-        c->memo[m].empty = true;
         return gb_alt(c->b, r, &z, 1) ? -1 : JR_EMPTY;
     }
     if (body < 0) return -1;
     return gb_alt(c->b, r, &body, 1) ? -1 : r;
 }
 
-/* The schemas in l (fresh items) together; none: any value. */
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (const jnode *const *)a, y = (uintptr_t) * (const jnode *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* The schemas in l (fresh items) together; none: any value. Several schemas together
+ * are compiled once per set too (a recursion through merged schemas meets its own set
+ * again and refers to its rule). */
 static gsym compile_list(jctx *c, const jitem *l, int n, int depth) {
     if (n == 0) return jp_value(&c->p);
     if (n == 1) return compile_schema(c, l[0].node, l[0].path, depth);
-    return compile_conj(c, l, n, depth);
+    const jnode *key[MAX_CONJ];
+    int nk = 0;
+    for (int i = 0; i < n && i < MAX_CONJ; i++) key[nk++] = l[i].node;
+    qsort(key, (size_t)nk, sizeof *key, cmp_ptr);
+    int k = 0;
+    for (int i = 0; i < nk; i++)
+        if (!k || key[k - 1] != key[i]) key[k++] = key[i];
+    nk = k;
+    const uint64_t h = ifd_hash_bytes(0x636f, key, sizeof *key * (size_t)nk);
+    for (int64_t i = 0; i < c->n_sets; i++) {
+        const jset *e = &c->sets[i];
+        if (e->hash == h && e->n == nk && !memcmp(e->key, key, sizeof *key * (size_t)nk))
+            return e->empty ? JR_EMPTY : e->rule;
+    }
+    const jnode **copy = malloc(sizeof *copy * (size_t)nk);
+    int32_t r = copy ? gb_rule(c->b, NULL, 0) : -1;
+    if (!copy || r < 0 || !GVEC_GROW(c->sets, c->cap_sets, c->n_sets + 1)) {
+        free(copy);
+        return r < 0 && copy ? -1 : js_fail(c, -1, "out of memory");
+    }
+    memcpy(copy, key, sizeof *key * (size_t)nk);
+    const int64_t m = c->n_sets++;
+    c->sets[m] = (jset){.key = copy, .n = nk, .hash = h, .rule = r};
+    gsym body = compile_conj(c, l, n, depth);
+    if (body == JR_EMPTY) c->sets[m].empty = true;
+    return define_memo(c, r, body);
 }
 
 /* ---- merged keywords ------------------------------------------------------------------------ */
@@ -116,14 +189,17 @@ static void tighten(bound *b, const jnode *v, bool excl, bool lower) {
     }
 }
 
-/* Intersect the value set with list[0..n) (enum) */
-static bool vals_intersect(jview *w, const jnode *const *list, uint32_t n) {
+/* Intersect the value set with list[0..n) (enum); -1 on no memory or when the pairs to
+ * compare are too many. */
+static int vals_intersect(jctx *c, int64_t path, jview *w, const jnode *const *list, uint32_t n) {
+    if (w->has_vals && w->vals.n * (int64_t)n > 4000000)
+        return js_fail(c, path, "JSON Schema: 'enum'/'const' values combined (allOf / $ref) are too many to intersect");
     if (!w->has_vals) {
         w->has_vals = true;
         for (uint32_t i = 0; i < n; i++)
-            if (!GVEC_GROW(w->vals.v, w->vals.cap, w->vals.n + 1)) return false;
+            if (!GVEC_GROW(w->vals.v, w->vals.cap, w->vals.n + 1)) return js_fail(c, -1, "out of memory");
             else w->vals.v[w->vals.n++] = list[i];
-        return true;
+        return 0;
     }
     int64_t k = 0;
     for (int64_t i = 0; i < w->vals.n; i++) {
@@ -132,7 +208,7 @@ static bool vals_intersect(jview *w, const jnode *const *list, uint32_t n) {
         if (in) w->vals.v[k++] = w->vals.v[i];
     }
     w->vals.n = k;
-    return true;
+    return 0;
 }
 
 static int merge(jctx *c, const jitem *items, int n, jview *w) {
@@ -150,9 +226,9 @@ static int merge(jctx *c, const jitem *items, int n, jview *w) {
                 else m = js_type_mask(v);
                 w->types &= m;
             } else if (!strcmp(k, "const")) {
-                if (!vals_intersect(w, (const jnode *const *)&v, 1)) return js_fail(c, -1, "out of memory");
+                if (vals_intersect(c, items[i].path, w, (const jnode *const *)&v, 1)) return -1;
             } else if (!strcmp(k, "enum")) {
-                if (!vals_intersect(w, (const jnode *const *)v->kid, v->n)) return js_fail(c, -1, "out of memory");
+                if (vals_intersect(c, items[i].path, w, (const jnode *const *)v->kid, v->n)) return -1;
             } else if (!strcmp(k, "minLength")) {
                 w->min_len = IFD_MAX(w->min_len, js_count_value(v));
                 w->kw_str = true;
@@ -204,7 +280,7 @@ static int64_t cp_count(const jnode *s) {
 
 /* enum / const: the values that pass the other keywords, each as its compact text. */
 static gsym build_values(jctx *c, const jview *w, int64_t path) {
-    gsym *alts = malloc(sizeof *alts * (size_t)(w->vals.n + 1));
+    gsym *alts = malloc(sizeof *alts * (size_t)(w->vals.n + 1)), r = -1;
     int32_t n = 0;
     sbuf out = {0};
     if (!alts) return js_fail(c, -1, "out of memory");
@@ -213,9 +289,9 @@ static gsym build_values(jctx *c, const jview *w, int64_t path) {
         if (!(js_value_type(v) & w->types)) continue;
         if (v->t == JN_STR) {
             if (w->pattern || w->format) {
-                free(alts);
-                return js_fail(c, path, "JSON Schema: 'enum'/'const' combined with '%s' is not supported",
-                             w->pattern ? "pattern" : "format");
+                js_fail(c, path, "JSON Schema: 'enum'/'const' combined with '%s' is not supported",
+                        w->pattern ? "pattern" : "format");
+                goto out;
             }
             int64_t len = cp_count(v);
             if (len < w->min_len || (w->max_len >= 0 && len > w->max_len)) continue;
@@ -225,20 +301,21 @@ static gsym build_values(jctx *c, const jview *w, int64_t path) {
             if (w->lo.set && (jdec_cmp(&d, &w->lo.v) < 0 || (w->lo.excl && !jdec_cmp(&d, &w->lo.v)))) continue;
             if (w->hi.set && (jdec_cmp(&d, &w->hi.v) > 0 || (w->hi.excl && !jdec_cmp(&d, &w->hi.v)))) continue;
         } else if ((v->t == JN_ARR && w->kw_arr) || (v->t == JN_OBJ && w->kw_obj)) {
-            free(alts);
-            return js_fail(c, path, "JSON Schema: 'enum'/'const' with %s keywords is not supported",
-                         v->t == JN_ARR ? "array" : "object");
+            js_fail(c, path, "JSON Schema: 'enum'/'const' with %s keywords is not supported",
+                    v->t == JN_ARR ? "array" : "object");
+            goto out;
         }
         sbuf_reset(&out);
         jn_write(&out, v);
         if (out.oom) {
-            free(alts);
-            return js_fail(c, -1, "out of memory");
+            js_fail(c, -1, "out of memory");
+            goto out;
         }
         alts[n++] = gb_literal(c->b, out.p, out.n);
     }
+    r = n ? gb_choice(c->b, alts, n) : JR_EMPTY;
+out:
     sbuf_free(&out);
-    gsym r = n ? gb_choice(c->b, alts, n) : JR_EMPTY;
     free(alts);
     return r;
 }
@@ -395,6 +472,50 @@ out:
     return r;
 }
 
+/* Member names -> their index in a list (open addressing on the name's bytes, grown at
+ * half full): objects with many members stay linear. */
+typedef struct nameix {
+    int32_t *slot; /* index + 1; 0 empty */
+    int64_t cap;
+} nameix;
+
+static uint64_t name_hash(const jnode *k) { return ifd_hash_bytes(0x6a73, k->s, k->n); }
+
+/* The index of name k in list (via ix), or -1. */
+static int64_t nameix_find(const nameix *ix, const nlist *list, const jnode *k) {
+    if (!ix->cap) return -1;
+    const uint64_t m = (uint64_t)ix->cap - 1;
+    for (uint64_t h = name_hash(k) & m; ix->slot[h]; h = (h + 1) & m) {
+        const jnode *o = list->v[ix->slot[h] - 1];
+        if (o->n == k->n && !memcmp(o->s, k->s, k->n)) return ix->slot[h] - 1;
+    }
+    return -1;
+}
+
+/* Append k to list unless it is there; false on no memory. */
+static bool nameix_add(nameix *ix, nlist *list, const jnode *k) {
+    if (nameix_find(ix, list, k) >= 0) return true;
+    if ((list->n + 1) * 2 > ix->cap) {
+        int64_t nc = ix->cap ? ix->cap * 2 : 64;
+        int32_t *q = calloc((size_t)nc, sizeof *q);
+        if (!q) return false;
+        for (int64_t i = 0; i < list->n; i++) {
+            uint64_t h = name_hash(list->v[i]) & (uint64_t)(nc - 1);
+            while (q[h]) h = (h + 1) & (uint64_t)(nc - 1);
+            q[h] = (int32_t)i + 1;
+        }
+        free(ix->slot);
+        ix->slot = q;
+        ix->cap = nc;
+    }
+    if (!GVEC_GROW(list->v, list->cap, list->n + 1)) return false;
+    uint64_t h = name_hash(k) & (uint64_t)(ix->cap - 1);
+    while (ix->slot[h]) h = (h + 1) & (uint64_t)(ix->cap - 1);
+    ix->slot[h] = (int32_t)list->n + 1;
+    list->v[list->n++] = k;
+    return true;
+}
+
 /* Objects: the members named in properties (schema order; merged over the
  * conjunction), then required names without a properties entry (checked against
  * additionalProperties); optional ones may be left out. F(i): members from i on with
@@ -402,38 +523,37 @@ out:
 static gsym build_object(jctx *c, const jitem *items, int n, int depth) {
     gram_builder *b = c->b;
     nlist keys = {0}, req = {0};
+    nameix kix = {0}, rix = {0};
     jitem *l = malloc(sizeof *l * (size_t)(n + 1));
     gsym *val = NULL, r = -1;
+    const jnode **cell = NULL; /* (keys.n, n) each schema's properties entry for each key */
     sbuf lit = {0};
     if (!l) return js_fail(c, -1, "out of memory");
     for (int i = 0; i < n; i++) {
         const jnode *pr = jn_get(items[i].node, "properties"), *rq = jn_get(items[i].node, "required");
-        for (uint32_t j = 0; pr && j < pr->n; j++) {
-            bool seen = false;
-            for (int64_t k = 0; k < keys.n && !seen; k++) seen = jn_equal(keys.v[k], pr->key[j]);
-            if (!seen && !GVEC_GROW(keys.v, keys.cap, keys.n + 1)) goto oom;
-            if (!seen) keys.v[keys.n++] = pr->key[j];
-        }
-        for (uint32_t j = 0; rq && j < rq->n; j++) {
-            bool seen = false;
-            for (int64_t k = 0; k < req.n && !seen; k++) seen = jn_equal(req.v[k], rq->kid[j]);
-            if (!seen && !GVEC_GROW(req.v, req.cap, req.n + 1)) goto oom;
-            if (!seen) req.v[req.n++] = rq->kid[j];
-        }
+        for (uint32_t j = 0; pr && j < pr->n; j++)
+            if (!nameix_add(&kix, &keys, pr->key[j])) goto oom;
+        for (uint32_t j = 0; rq && j < rq->n; j++)
+            if (!nameix_add(&rix, &req, rq->kid[j])) goto oom;
     }
     /* required names not among the keys go last */
-    for (int64_t k = 0; k < req.n; k++) {
-        bool seen = false;
-        for (int64_t j = 0; j < keys.n && !seen; j++) seen = jn_equal(keys.v[j], req.v[k]);
-        if (!seen && !GVEC_GROW(keys.v, keys.cap, keys.n + 1)) goto oom;
-        if (!seen) keys.v[keys.n++] = req.v[k];
+    for (int64_t k = 0; k < req.n; k++)
+        if (!nameix_add(&kix, &keys, req.v[k])) goto oom;
+    if (keys.n * n > 10000000) {
+        r = js_fail(c, items[0].path, "JSON Schema: too many properties");
+        goto out;
     }
     val = malloc(sizeof *val * (size_t)(keys.n + 1));
-    if (!val) goto oom;
+    cell = calloc((size_t)(keys.n * n + 1), sizeof *cell);
+    if (!val || !cell) goto oom;
+    for (int i = 0; i < n; i++) {
+        const jnode *pr = jn_get(items[i].node, "properties");
+        for (uint32_t j = 0; pr && j < pr->n; j++) cell[nameix_find(&kix, &keys, pr->key[j]) * n + i] = pr->kid[j];
+    }
     for (int64_t k = 0; k < keys.n; k++) {
         int m = 0;
         for (int i = 0; i < n; i++) {
-            const jnode *x = items[i].node, *pr = js_member(jn_get(x, "properties"), keys.v[k]), *ap;
+            const jnode *x = items[i].node, *pr = cell[k * n + i], *ap;
             if (pr) l[m++] = (jitem){pr, js_path_kw_key(c, items[i].path, "properties", keys.v[k]), 0, -1};
             else if ((ap = jn_get(x, "additionalProperties")))
                 l[m++] = (jitem){ap, js_path_kw(c, items[i].path, "additionalProperties"), 0, -1};
@@ -445,8 +565,7 @@ static gsym build_object(jctx *c, const jitem *items, int n, int depth) {
     gsym ws = jp_ws(&c->p), comma = gb_byte(b, ','), colon = gb_byte(b, ':');
     gsym F = gb_empty(b), C = F;
     for (int64_t k = keys.n - 1; k >= 0; k--) {
-        bool required = false;
-        for (int64_t j = 0; j < req.n && !required; j++) required = jn_equal(req.v[j], keys.v[k]);
+        const bool required = nameix_find(&rix, &req, keys.v[k]) >= 0;
         if (val[k] == JR_EMPTY) {
             if (required) {
                 r = JR_EMPTY;
@@ -473,8 +592,11 @@ oom:
 out:
     sbuf_free(&lit);
     free(val);
+    free(cell);
     free(keys.v);
     free(req.v);
+    free(kix.slot);
+    free(rix.slot);
     free(l);
     return r;
 }
@@ -542,9 +664,6 @@ static int conj_add(jctx *c, jitem *items, int *n, jitem x, int64_t at) {
 /* The schemas in[0..n_in) together. */
 static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
     if (depth > JS_MAX_DEPTH) return js_fail(c, in[0].path, "JSON Schema: nested more than %d levels deep", JS_MAX_DEPTH);
-    if (++c->work > MAX_WORK)
-        return js_fail(c, in[0].path, "JSON Schema: too complex (more than %d combinations of anyOf / oneOf / allOf)",
-                     MAX_WORK);
     jitem *items = malloc(sizeof *items * MAX_CONJ);
     gsym r = -1;
     if (!items) return js_fail(c, -1, "out of memory");
@@ -594,6 +713,12 @@ static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
             goto out;
         }
         for (uint32_t k = 0; k < br->n; k++) {
+            if (++c->work > MAX_WORK) {
+                js_fail(c, items[i].path, "JSON Schema: too complex (more than %d branches of anyOf / oneOf "
+                                          "compiled: combinations multiply)", MAX_WORK);
+                na = -1;
+                break;
+            }
             memcpy(sub, items, sizeof *sub * (size_t)n);
             sub[i].done |= flag;
             int64_t p = js_path_kw_idx(c, items[i].path, flag == D_ANYOF ? "anyOf" : "oneOf", k);
@@ -694,6 +819,9 @@ static int build_schema(gram_builder *b, const jdoc *d, int32_t *rule, char *err
     jp_deinit(&c.p);
     sbuf_free(&c.paths);
     free(c.memo);
+    free(c.memo_ix);
+    for (int64_t i = 0; i < c.n_sets; i++) free(c.sets[i].key);
+    free(c.sets);
     return c.failed ? -1 : 0;
 }
 

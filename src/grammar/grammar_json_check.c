@@ -495,9 +495,15 @@ int js_check_oneof(jctx *c, const jitem *items, int n, int io, const jnode *br) 
         mask[a] = sem_types_list(c, &sets[a], 0);
         finite[a] = sem_values(&sets[a], &vals[a]);
     }
+    int64_t work = 0; /* value comparisons: bounded, a request may hold large enums */
     for (uint32_t a = 0; a < k && !rc; a++)
         for (uint32_t b2 = a + 1; b2 < k && !rc; b2++) {
             unsigned ov = mask[a] & mask[b2];
+            work += 1 + (finite[a] && finite[b2] ? vals[a].n * vals[b2].n : 0);
+            if (work > 4000000) {
+                rc = js_fail(c, items[io].path, "JSON Schema: 'oneOf' too large to check for disjoint branches");
+                break;
+            }
             if (!ov || (finite[a] && finite[b2] && disjoint_values(&vals[a], &vals[b2]))) continue;
             if (ov == T_OBJ && discriminated(c, &sets[a], &sets[b2])) continue;
             rc = js_fail(c, items[io].path,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hash.h"
 #include "util/utf8.h"
 
 /* ---- parser ------------------------------------------------------------------------------ */
@@ -129,6 +130,47 @@ typedef struct kidvec {
     int64_t n, cap;
 } kidvec;
 
+/* Member names seen so far in one object: a scan while few, then open addressing (an
+ * object with many members stays linear). */
+typedef struct keyix {
+    int32_t *slot; /* index + 1 into the names; 0 empty */
+    int64_t cap;
+} keyix;
+
+static uint64_t key_hash(const jnode *k) { return ifd_hash_bytes(0x6b65, k->s, k->n); }
+
+/* 1 when k is among keys->v[0..n) (k not yet added), 0 when not (then, from 16 names
+ * on, k is indexed as entry n: the caller appends it), -1 on no memory. */
+static int seen_key(keyix *ix, const kidvec *keys, const jnode *k) {
+    const int64_t n = keys->n;
+    if (n < 16) {
+        for (int64_t j = 0; j < n; j++)
+            if (keys->v[j]->n == k->n && !memcmp(keys->v[j]->s, k->s, k->n)) return 1;
+        return 0;
+    }
+    if ((n + 1) * 2 > ix->cap) {
+        int64_t nc = ix->cap ? ix->cap * 2 : 64;
+        int32_t *q = calloc((size_t)nc, sizeof *q);
+        if (!q) return -1;
+        for (int64_t j = 0; j < n; j++) {
+            uint64_t h = key_hash(keys->v[j]) & (uint64_t)(nc - 1);
+            while (q[h]) h = (h + 1) & (uint64_t)(nc - 1);
+            q[h] = (int32_t)j + 1;
+        }
+        free(ix->slot);
+        ix->slot = q;
+        ix->cap = nc;
+    }
+    const uint64_t m = (uint64_t)ix->cap - 1;
+    uint64_t h = key_hash(k) & m;
+    for (; ix->slot[h]; h = (h + 1) & m) {
+        const jnode *o = keys->v[ix->slot[h] - 1];
+        if (o->n == k->n && !memcmp(o->s, k->s, k->n)) return 1;
+    }
+    ix->slot[h] = (int32_t)n + 1; /* k becomes entry n */
+    return 0;
+}
+
 static jnode *parse_container(jparse *p, bool obj) {
     if (++p->depth > JDOC_MAX_DEPTH) {
         jp_fail(p, "nested too deeply");
@@ -136,6 +178,7 @@ static jnode *parse_container(jparse *p, bool obj) {
     }
     const char close = obj ? '}' : ']';
     kidvec keys = {0}, vals = {0};
+    keyix ix = {0};
     jnode *out = NULL;
     p->i++;
     skip_ws(p);
@@ -152,12 +195,12 @@ static jnode *parse_container(jparse *p, bool obj) {
                 }
                 size_t at = p->i;
                 if (!(k = parse_string(p))) goto done;
-                for (int64_t j = 0; j < keys.n; j++)
-                    if (keys.v[j]->n == k->n && !memcmp(keys.v[j]->s, k->s, k->n)) {
-                        p->i = at;
-                        jp_fail(p, "duplicate member name");
-                        goto done;
-                    }
+                int dup = seen_key(&ix, &keys, k);
+                if (dup) {
+                    p->i = at;
+                    jp_fail(p, dup < 0 ? "out of memory" : "duplicate member name");
+                    goto done;
+                }
                 skip_ws(p);
                 if (p->i >= p->n || p->s[p->i] != ':') {
                     jp_fail(p, "expected ':'");
@@ -204,6 +247,7 @@ static jnode *parse_container(jparse *p, bool obj) {
 done:
     free(keys.v);
     free(vals.v);
+    free(ix.slot);
     return out;
 }
 

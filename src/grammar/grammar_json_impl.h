@@ -133,6 +133,14 @@ typedef struct jmemo {
     bool empty;
 } jmemo;
 
+typedef struct jset { /* several schemas compiled together: sorted nodes -> rule */
+    const jnode **key;
+    int n;
+    uint64_t hash;
+    gsym rule;
+    bool empty;
+} jset;
+
 typedef struct jctx {
     gram_builder *b;
     jprim p;
@@ -143,8 +151,12 @@ typedef struct jctx {
     sbuf paths; /* NUL-terminated JSON pointers */
     jmemo *memo;
     int64_t n_memo, cap_memo;
+    int32_t *memo_ix; /* node -> memo index + 1, open addressing */
+    int64_t memo_ix_cap;
+    jset *sets;
+    int64_t n_sets, cap_sets;
     char tag[16]; /* rule-name prefix: a builder may hold several schemas */
-    int64_t work;
+    int64_t work; /* anyOf / oneOf branches compiled */
 } jctx;
 
 typedef struct nlist {

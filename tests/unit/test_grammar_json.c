@@ -418,6 +418,15 @@ static void test_recursion(void) {
         CHECK(!acc(g, "{\"x\":\"a\",\"next\":{\"x\":\"b\"}}"));
         gram_unref(g);
     }
+    /* recursion through merged schemas: allOf's two views of "p" meet again one level down */
+    g = schema("{\"allOf\":[{\"properties\":{\"p\":{\"$ref\":\"#\"}}},{\"properties\":{\"p\":{\"type\":\"object\"},"
+               "\"q\":{\"type\":\"integer\"}}}],\"type\":\"object\"}");
+    CHECK(g);
+    if (g) {
+        CHECK(acc(g, "{}") && acc(g, "{\"p\":{\"p\":{\"q\":1}}}") && acc(g, "{\"p\":{},\"q\":2}"));
+        CHECK(!acc(g, "{\"p\":{\"p\":1}}") && !acc(g, "{\"p\":{\"q\":\"x\"}}"));
+        gram_unref(g);
+    }
     /* the same $defs entry reached by two spellings: compiled once */
     g = schema("{\"$defs\":{\"s\":{\"type\":\"string\"}},\"type\":\"array\",\"prefixItems\":[{\"$ref\":\"#/$defs/s\"},"
                "{\"$ref\":\"#/%24defs/s\"}],\"items\":false}");
