@@ -661,6 +661,27 @@ static int conj_add(jctx *c, jitem *items, int *n, jitem x, int64_t at) {
     return 0;
 }
 
+/* The schema {"required": [tag]}, made here (kept until the end of the compile). */
+static const jnode *synth_required(jctx *c, const jnode *tag) {
+    static jnode required_name = {.t = JN_STR, .s = "required", .n = 8};
+    struct synth {
+        jnode obj, arr;
+        jnode *obj_kid[1], *obj_key[1], *arr_kid[1];
+    } *s = calloc(1, sizeof *s);
+    if (!s || !GVEC_GROW(c->synth, c->cap_synth, c->n_synth + 1)) {
+        free(s);
+        js_fail(c, -1, "out of memory");
+        return NULL;
+    }
+    c->synth[c->n_synth++] = s;
+    s->arr_kid[0] = (jnode *)tag; /* never written through */
+    s->arr = (jnode){.t = JN_ARR, .n = 1, .kid = s->arr_kid};
+    s->obj_kid[0] = &s->arr;
+    s->obj_key[0] = &required_name;
+    s->obj = (jnode){.t = JN_OBJ, .n = 1, .kid = s->obj_kid, .key = s->obj_key};
+    return &s->obj;
+}
+
 /* The schemas in[0..n_in) together. */
 static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
     if (depth > JS_MAX_DEPTH) return js_fail(c, in[0].path, "JSON Schema: nested more than %d levels deep", JS_MAX_DEPTH);
@@ -702,14 +723,23 @@ static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
         const jnode *br = any && !(items[i].done & D_ANYOF) ? any : one && !(items[i].done & D_ONEOF) ? one : NULL;
         if (!br) continue;
         const unsigned flag = br == any ? D_ANYOF : D_ONEOF;
-        if (flag == D_ONEOF && br->n > 1 && js_check_oneof(c, items, n, i, br)) goto out;
         gsym *alts = malloc(sizeof *alts * br->n);
-        jitem *sub = malloc(sizeof *sub * (size_t)(n + 1));
+        jitem *sub = malloc(sizeof *sub * (size_t)(n + 2));
+        bool *force = calloc(br->n, sizeof *force);
+        const jnode *tag = NULL, *req = NULL;
         int32_t na = 0;
-        if (!alts || !sub) {
+        if (!alts || !sub || !force) {
             free(alts);
             free(sub);
+            free(force);
             js_fail(c, -1, "out of memory");
+            goto out;
+        }
+        if (flag == D_ONEOF && br->n > 1 &&
+            (js_check_oneof(c, items, n, i, br, &tag, force) || (tag && !(req = synth_required(c, tag))))) {
+            free(alts);
+            free(sub);
+            free(force);
             goto out;
         }
         for (uint32_t k = 0; k < br->n; k++) {
@@ -723,7 +753,8 @@ static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
             sub[i].done |= flag;
             int64_t p = js_path_kw_idx(c, items[i].path, flag == D_ANYOF ? "anyOf" : "oneOf", k);
             sub[n] = (jitem){br->kid[k], p, 0, i};
-            gsym a = p < 0 ? -1 : compile_conj(c, sub, n + 1, depth + 1);
+            if (force[k]) sub[n + 1] = (jitem){req, items[i].path, 0, i};
+            gsym a = p < 0 ? -1 : compile_conj(c, sub, n + 1 + force[k], depth + 1);
             if (a == JR_EMPTY) continue;
             if (a < 0) {
                 na = -1;
@@ -734,6 +765,7 @@ static gsym compile_conj(jctx *c, const jitem *in, int n_in, int depth) {
         r = na < 0 ? -1 : na ? gb_choice(c->b, alts, na) : JR_EMPTY;
         free(alts);
         free(sub);
+        free(force);
         goto out;
     }
     r = build(c, items, n, depth);
@@ -822,6 +854,8 @@ static int build_schema(gram_builder *b, const jdoc *d, int32_t *rule, char *err
     free(c.memo_ix);
     for (int64_t i = 0; i < c.n_sets; i++) free(c.sets[i].key);
     free(c.sets);
+    for (int64_t i = 0; i < c.n_synth; i++) free(c.synth[i]);
+    free(c.synth);
     return c.failed ? -1 : 0;
 }
 

@@ -477,13 +477,49 @@ static bool discriminated(jctx *c, const nlist *a, const nlist *b) {
 /* oneOf at items[io] (branches br): every two branches, each with the rest of the
  * conjunction, must be provably disjoint: then a value generated from one matches no
  * other, and oneOf is anyOf. */
-int js_check_oneof(jctx *c, const jitem *items, int n, int io, const jnode *br) {
+/* Does member key take finite, disjoint values in a and b (properties[key] with enum /
+ * const)? Then objects holding key tell the two apart. */
+static bool tag_separates(jctx *c, const nlist *a, const nlist *b, const jnode *key) {
+    nlist va = {0}, vb = {0};
+    bool ok = sem_member_values(c, a, key, &va) && sem_member_values(c, b, key, &vb) && disjoint_values(&va, &vb);
+    free(va.v);
+    free(vb.v);
+    return ok;
+}
+
+/* A member that tells apart every pair of branches in need (need[a * k + b]): the
+ * discriminator's propertyName first, then the names in branch a0's properties. */
+static const jnode *find_tag(jctx *c, const jnode *oneof_node, const nlist *sets, uint32_t k, const bool *need,
+                             uint32_t a0) {
+    const jnode *disc = jn_get(jn_get(oneof_node, "discriminator"), "propertyName");
+    nlist cand = {0};
+    if (disc && disc->t == JN_STR) nl_push(&cand, disc);
+    for (int64_t i = 0; i < sets[a0].n; i++) {
+        const jnode *pr = jn_get(sets[a0].v[i], "properties");
+        for (uint32_t j = 0; pr && pr->t == JN_OBJ && j < pr->n && cand.n < 64; j++) nl_push(&cand, pr->key[j]);
+    }
+    const jnode *tag = NULL;
+    for (int64_t t = 0; t < cand.n && !tag; t++) {
+        bool all = true;
+        for (uint32_t a = 0; a < k && all; a++)
+            for (uint32_t b = a + 1; b < k && all; b++)
+                if (need[a * k + b]) all = tag_separates(c, &sets[a], &sets[b], cand.v[t]);
+        if (all) tag = cand.v[t];
+    }
+    free(cand.v);
+    return tag;
+}
+
+int js_check_oneof(jctx *c, const jitem *items, int n, int io, const jnode *br, const jnode **tag, bool *force) {
     const uint32_t k = br->n;
     nlist *sets = calloc(k, sizeof *sets), *vals = calloc(k, sizeof *vals);
     unsigned *mask = calloc(k, sizeof *mask);
-    bool *finite = calloc(k, sizeof *finite);
+    bool *finite = calloc(k, sizeof *finite), *need = calloc((size_t)k * k, sizeof *need);
     int rc = 0;
-    if (!sets || !vals || !mask || !finite) {
+    int64_t first_need = -1;
+    *tag = NULL;
+    memset(force, 0, sizeof *force * k);
+    if (!sets || !vals || !mask || !finite || !need) {
         rc = js_fail(c, -1, "out of memory");
         goto out;
     }
@@ -506,12 +542,36 @@ int js_check_oneof(jctx *c, const jitem *items, int n, int io, const jnode *br) 
             }
             if (!ov || (finite[a] && finite[b2] && disjoint_values(&vals[a], &vals[b2]))) continue;
             if (ov == T_OBJ && discriminated(c, &sets[a], &sets[b2])) continue;
+            if (ov == T_OBJ) { /* perhaps a tag member that is not required: generated always */
+                need[a * k + b2] = true;
+                if (first_need < 0) first_need = a;
+                continue;
+            }
             rc = js_fail(c, items[io].path,
                        "JSON Schema: 'oneOf' branches %u and %u may both match (only provably disjoint branches are "
-                       "supported: different types, different constants, or objects with a required member of "
-                       "different constant values; use anyOf if overlap is fine)",
+                       "supported: different types, different constants, or objects with a member of different "
+                       "constant values; use anyOf if overlap is fine)",
                        a, b2);
         }
+    if (!rc && first_need >= 0) {
+        *tag = find_tag(c, items[io].node, sets, k, need, (uint32_t)first_need);
+        if (!*tag) {
+            uint32_t a = 0, b2 = 0;
+            for (uint32_t x = 0; x < k * k; x++)
+                if (need[x]) {
+                    a = x / k;
+                    b2 = x % k;
+                    break;
+                }
+            rc = js_fail(c, items[io].path,
+                         "JSON Schema: 'oneOf' branches %u and %u may both match (only provably disjoint branches are "
+                         "supported: different types, different constants, or objects with a member of different "
+                         "constant values; use anyOf if overlap is fine)",
+                         a, b2);
+        }
+        for (uint32_t x = 0; x < k * k && !rc; x++)
+            if (need[x]) force[x / k] = force[x % k] = true;
+    }
 out:
     for (uint32_t a = 0; a < k && sets && vals; a++) {
         free(sets[a].v);
@@ -521,6 +581,7 @@ out:
     free(vals);
     free(mask);
     free(finite);
+    free(need);
     return rc;
 }
 

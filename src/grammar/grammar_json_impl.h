@@ -155,6 +155,8 @@ typedef struct jctx {
     int64_t memo_ix_cap;
     jset *sets;
     int64_t n_sets, cap_sets;
+    void **synth; /* schemas made up here (a oneOf tag made required), freed at the end */
+    int64_t n_synth, cap_synth;
     char tag[16]; /* rule-name prefix: a builder may hold several schemas */
     int64_t work; /* anyOf / oneOf branches compiled */
 } jctx;
@@ -183,8 +185,10 @@ bool js_is_pure_ref(const jnode *node);
  * unresolvable (an error at `at` when report). */
 const jnode *js_resolve(jctx *c, const jnode *ref, int64_t at, int64_t *path, bool report);
 /* oneOf at items[io] with branches br: 0 when every two branches (each with the rest of
- * the conjunction) are provably disjoint, else an error naming oneOf. */
-int js_check_oneof(jctx *c, const jitem *items, int n, int io, const jnode *br);
+ * the conjunction) are provably disjoint, else an error naming oneOf. Objects may be
+ * told apart by a member (*tag) that the branches flagged in force[0..br->n) do not
+ * require: the caller then generates it always in those branches (a subset of each). */
+int js_check_oneof(jctx *c, const jitem *items, int n, int io, const jnode *br, const jnode **tag, bool *force);
 unsigned js_type_mask(const jnode *type_name); /* 0: not a type name */
 unsigned js_value_type(const jnode *v);        /* a value's T_ bit (1.0 is an integer) */
 int64_t js_count_value(const jnode *v);        /* a non-negative integer keyword, or -1 */

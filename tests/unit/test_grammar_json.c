@@ -114,6 +114,10 @@ static const jcase CASES[] = {
      "\"required\":[\"kind\"]},{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[\"b\"]}},\"required\":[\"kind\"]}]}",
      {"{\"kind\":\"a\",\"x\":1}", "{\"kind\":\"b\"}"}, {"{\"kind\":\"c\"}", "{\"x\":1}"}},
     {"{\"oneOf\":[{\"enum\":[1,2]},{\"enum\":[3,\"x\"]}]}", {"1", "\"x\""}, {"4"}},
+    /* a tag member with distinct constants that is not required: generated always */
+    {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1},\"a\":{\"type\":\"null\"}}},"
+     "{\"type\":\"object\",\"properties\":{\"k\":{\"const\":2}}}],\"discriminator\":{\"propertyName\":\"k\"}}",
+     {"{\"k\":1}", "{\"k\":2}", "{\"k\":1,\"a\":null}"}, {"{}", "{\"a\":null}", "{\"k\":3}"}},
     {"{\"allOf\":[{\"type\":\"integer\",\"minimum\":0}],\"maximum\":5}", {"0", "5"}, {"6", "-1"}},
     {"{\"allOf\":[{\"type\":[\"integer\",\"string\"]},{\"type\":[\"string\",\"null\"]}]}", {"\"x\""}, {"1", "null"}},
     {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
@@ -276,7 +280,7 @@ static const ecase ERRORS[] = {
     {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", {"'oneOf'", "at /"}},
     {"{\"properties\":{\"p\":{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":3}]}}}", {"'oneOf'", "/properties/p"}},
     {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1}}},{\"type\":\"object\",\"properties\":"
-     "{\"k\":{\"const\":2}}}]}",
+     "{\"k\":{\"type\":\"integer\"}}}]}",
      {"'oneOf'"}},
     {"{\"type\":\"number\",\"minimum\":0.2,\"maximum\":0.3}", {"'minimum'"}},
     {"{\"type\":\"integer\",\"minimum\":1e30}", {"int64"}},
