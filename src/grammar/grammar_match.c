@@ -94,6 +94,7 @@ struct gram_matcher {
     pmap u_map;
     int64_t u_bytes;
     int32_t *seen; /* gram_mask's scratch: the walks already OR'ed */
+    uint8_t *khint; /* (n_sym) the truncation depth each position needed last */
     int64_t cap_seen;
     int64_t masks_computed, mask_hits, walks_built;
 };
@@ -177,6 +178,7 @@ void gram_matcher_free(gram *g) {
     free(m->work);
     free(m->acc);
     free(m->seen);
+    free(m->khint);
     free(m->walk);
     free(m->bot);
     memo_free(m);
@@ -348,6 +350,8 @@ static bool matcher_init(gram *g) {
     m->start = GRAM_DEAD;
     if (node_get(m, -1, -1) != ACCEPT) return false; /* node 0: the empty stack */
     if (node_get(m, -2, -1) != BOTTOM) return false; /* node 1: an unknown rest */
+    m->khint = calloc((size_t)g->n_sym + 1, 1);
+    if (!m->khint) return false;
     new_stamp(m);
     int64_t sp = 0;
     for (int32_t a = g->rule_alt[g->root]; a < g->rule_alt[g->root + 1]; a++)
@@ -688,12 +692,17 @@ const uint32_t *gram_mask(gram *g, const gram_vocab *v, gram_state s) {
             for (int32_t e = 0; e < v->n_eog; e++) mask[v->eog[e] >> 5] |= 1u << (v->eog[e] & 31);
             continue;
         }
+        /* start at the depth this position needed last time (any depth is exact; a
+         * shallower one that leaves too many tails would be a wasted walk) */
         int32_t below = ACCEPT, tn = -1, l = -1;
-        for (int k = 1; k <= TRUNC_MAX; k++) {
+        const int32_t pos = m->nodes[nd].pos;
+        int k = IFD_MAX(1, m->khint[pos]);
+        for (; k <= TRUNC_MAX; k++) {
             tn = trunc_node(m, nd, k, &below);
             if (tn < 0 || (l = local_walk(g, v, tn)) < 0) goto fail;
             if (below == ACCEPT || m->lw[l].n_tails <= TAILS_DEEPER) break;
         }
+        if (below != ACCEPT) m->khint[pos] = (uint8_t)IFD_MIN(k, TRUNC_MAX);
         /* stacks that share their top frames share the walk: its accepted set once */
         bool seen = false;
         for (int32_t q = 0; q < n_seen && !seen; q++) seen = m->seen[q] == l;
@@ -739,32 +748,30 @@ static bool bs_push(bstacks *b, const int32_t *v, int32_t n) {
     return true;
 }
 
-/* Expand the stack v[0..n) (its top v[n-1] may be a rule ref or an END) into stacks
- * with a terminal on top (or empty), added to out. buf: scratch of 4096 + n entries. */
-static bool bs_expand(const gram *g, const int32_t *v, int32_t n, bstacks *out, int depth) {
-    if (depth > 4096) return false;
-    if (n == 0) return bs_push(out, v, 0);
-    const int32_t top = v[n - 1], s = g->sym[top];
-    if (s == GSYM_END) {
-        if (n == 1) return bs_push(out, v, 0);
-        /* pop; the position below is already the return point */
-        return bs_expand(g, v, n - 1, out, depth + 1);
+/* Expand the stack buf[0..n) (its top buf[n-1] may be a rule ref or an END) into stacks
+ * with a terminal on top (or empty), added to out. buf has room for cap entries; it is
+ * left as it was. */
+static bool bs_expand(const gram *g, int32_t *buf, int32_t n, int32_t cap, bstacks *out, int depth) {
+    if (depth > 4096 || n >= cap) return false;
+    if (n == 0) return bs_push(out, buf, 0);
+    const int32_t top = buf[n - 1], s = g->sym[top];
+    if (s == GSYM_END) { /* pop; the position below is already the return point */
+        if (n == 1) return bs_push(out, buf, 0);
+        return bs_expand(g, buf, n - 1, cap, out, depth + 1);
     }
-    if (s < 0) return bs_push(out, v, n);
-    int32_t *w = malloc(sizeof *w * (size_t)(n + 1));
-    if (!w) return false;
-    memcpy(w, v, sizeof *w * (size_t)n);
-    w[n - 1] = top + 1; /* the return point (may be an END: popped when reached) */
+    if (s < 0) return bs_push(out, buf, n);
+    buf[n - 1] = top + 1; /* the return point (may be an END: popped when reached) */
     bool ok = true;
     for (int32_t a = g->rule_alt[s]; a < g->rule_alt[s + 1] && ok; a++) {
-        w[n] = g->alt_pos[a];
-        ok = bs_expand(g, w, n + 1, out, depth + 1);
+        buf[n] = g->alt_pos[a];
+        ok = bs_expand(g, buf, n + 1, cap, out, depth + 1);
     }
-    free(w);
+    buf[n - 1] = top;
     return ok;
 }
 
-static bool bs_step(const gram *g, const bstacks *in, uint8_t c, bstacks *out) {
+#define BS_CAP 8192
+static bool bs_step(const gram *g, const bstacks *in, uint8_t c, bstacks *out, int32_t *buf) {
     out->n = out->npos = 0;
     int64_t o = 0;
     for (int64_t i = 0; i < in->n; o += in->len[i++]) {
@@ -772,13 +779,10 @@ static bool bs_step(const gram *g, const bstacks *in, uint8_t c, bstacks *out) {
         if (n == 0) continue;
         const int32_t *v = in->pos + o, s = g->sym[v[n - 1]];
         if (!(g->sets[~s][c >> 5] >> (c & 31) & 1)) continue;
-        int32_t *w = malloc(sizeof *w * (size_t)n);
-        if (!w) return false;
-        memcpy(w, v, sizeof *w * (size_t)n);
-        w[n - 1]++;
-        bool ok = bs_expand(g, w, n, out, 0);
-        free(w);
-        if (!ok) return false;
+        if (n + 1 >= BS_CAP) return false;
+        memcpy(buf, v, sizeof *buf * (size_t)n);
+        buf[n - 1]++;
+        if (!bs_expand(g, buf, n, BS_CAP, out, 0)) return false;
     }
     return true;
 }
@@ -787,7 +791,9 @@ void gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *
     memset(out, 0, sizeof *out * (size_t)v->n_words);
     if (s < 0 || !g->m || s >= g->m->n_st) return;
     /* the state's stacks, unrolled from its nodes */
-    bstacks start = {0}, a = {0}, b = {0};
+    bstacks start = {0}, a = {0}, b = {0}, *first = NULL;
+    int32_t *buf = NULL;
+    uint8_t done[256] = {0};
     const gstate st = g->m->st[s];
     bool can_end = false;
     for (int32_t i = 0; i < st.n; i++) {
@@ -805,6 +811,11 @@ void gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *
         bs_push(&start, w, len);
         free(w);
     }
+    /* every token fed byte by byte from the state's stacks (the first byte's stacks
+     * computed once per byte value) */
+    buf = malloc(sizeof *buf * BS_CAP);
+    first = calloc(256, sizeof *first);
+    if (!buf || !first) goto out;
     for (int32_t id = 0; id < v->n_vocab; id++) {
         const uint32_t n = v->off[id + 1] - v->off[id];
         if (v->is_eog[id]) {
@@ -812,17 +823,28 @@ void gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *
             continue;
         }
         if (n == 0) continue;
-        const bstacks *cur = &start;
-        bool alive = true;
-        for (uint32_t k = 0; k < n && alive; k++) {
+        const uint8_t c0 = (uint8_t)v->bytes[v->off[id]];
+        if (!done[c0]) {
+            if (!bs_step(g, &start, c0, &first[c0], buf)) goto out;
+            done[c0] = 1;
+        }
+        const bstacks *cur = &first[c0];
+        bool alive = cur->n > 0;
+        for (uint32_t k = 1; k < n && alive; k++) {
             bstacks *nx = cur == &a ? &b : &a;
-            if (!bs_step(g, cur, (uint8_t)v->bytes[v->off[id] + k], nx)) goto out;
+            if (!bs_step(g, cur, (uint8_t)v->bytes[v->off[id] + k], nx, buf)) goto out;
             cur = nx;
             alive = cur->n > 0;
         }
         if (alive) out[id >> 5] |= 1u << (id & 31);
     }
 out:
+    free(buf);
+    for (int c = 0; first && c < 256; c++) {
+        free(first[c].pos);
+        free(first[c].len);
+    }
+    free(first);
     free(start.pos);
     free(start.len);
     free(a.pos);

@@ -339,5 +339,111 @@ static void test_mask_bpe(void) {
     }
 }
 
+/* ---- the oracle on the grammars the benchmark times (bench/grammar_bench.c) -------------- */
+static const char *NESTED_SCHEMA =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"id\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":100000},"
+    "\"name\":{\"type\":\"string\",\"maxLength\":40},"
+    "\"email\":{\"type\":\"string\",\"format\":\"email\"},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"red\",\"green\",\"blue\"]},\"maxItems\":5},"
+    "\"address\":{\"$ref\":\"#/$defs/address\"},"
+    "\"orders\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+    "\"sku\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{3}-\\\\d{4}$\"},"
+    "\"qty\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":99},"
+    "\"price\":{\"type\":\"number\"},"
+    "\"note\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}},"
+    "\"required\":[\"sku\",\"qty\",\"price\"],\"additionalProperties\":false}},"
+    "\"active\":{\"type\":\"boolean\"}},"
+    "\"required\":[\"id\",\"name\",\"address\",\"orders\",\"active\"],\"additionalProperties\":false,"
+    "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{"
+    "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"},\"zip\":{\"type\":\"string\",\"pattern\":\"^\\\\d{5}$\"}},"
+    "\"required\":[\"street\",\"city\"],\"additionalProperties\":false}}}";
+
+static const char *EXPR_GBNF =
+    "root ::= stmt ( \"\\n\" stmt ){0,20}\n"
+    "stmt ::= ident ws \"=\" ws expr \";\" | \"print(\" expr \");\" | \"if (\" expr \") {\" ws stmt ws \"}\"\n"
+    "expr ::= term ( ws [-+*/] ws term )*\n"
+    "term ::= ident | num | \"(\" expr \")\" | ident \"(\" ( expr ( \", \" expr )* )? \")\"\n"
+    "ident ::= [a-zA-Z_] [a-zA-Z0-9_]{0,15}\n"
+    "num ::= [0-9]{1,9} ( \".\" [0-9]{1,6} )?\n"
+    "ws ::= \" \"?\n";
+
+static gram *tool_call_grammar(void) {
+    const char *args = "{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\"},"
+                       "\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]},"
+                       "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":14}},"
+                       "\"required\":[\"location\",\"unit\"],\"additionalProperties\":false}";
+    gram_builder *b = gb_new();
+    int32_t a;
+    char err[256];
+    gram *g = NULL;
+    if (!gram_json_schema(b, args, strlen(args), &a, err, sizeof err)) {
+        static const char pre[] = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", post[] = "}\n</tool_call>";
+        gsym v[3] = {gb_literal(b, pre, sizeof pre - 1), a, gb_literal(b, post, sizeof post - 1)};
+        if (gram_compile(b, gb_seq(b, v, 3), &g, err, sizeof err)) g = NULL;
+    }
+    if (!g) fprintf(stderr, "  tool grammar: %s\n", err);
+    gb_free(b);
+    return g;
+}
+
+/* The three benchmark grammars, n_states random reachable states each. */
+static void oracle_suite(gram_vocab *v, int n_states, const char *vname) {
+    gram *g[3] = {NULL, NULL, tool_call_grammar()};
+    char err[256];
+    if (gram_from_json_schema(NESTED_SCHEMA, strlen(NESTED_SCHEMA), &g[0], err, sizeof err))
+        fprintf(stderr, "  schema: %s\n", err);
+    g[1] = gbnf(EXPR_GBNF);
+    const char *names[3] = {"json-schema", "gbnf", "tool-call"};
+    for (int i = 0; i < 3; i++) {
+        CHECKF(g[i], "%s", names[i]);
+        if (!g[i]) continue;
+        char lab[64];
+        snprintf(lab, sizeof lab, "%s %s", vname, names[i]);
+        CHECKF(check_masks(g[i], v, n_states, lab) == 0, "%s", lab);
+        gram_unref(g[i]);
+    }
+}
+
+static void test_oracle_shakespeare(void) {
+    tokenizer *t = load_tok(INFERD_SHARED_DIR "/models/shakespeare-target.gguf");
+    CHECK(t);
+    if (!t) return;
+    gram_vocab *v = vocab_of(t);
+    if (v) oracle_suite(v, 1000, "shakespeare");
+    gram_vocab_free(v);
+    tok_destroy(t);
+}
+
+/* Qwen2.5's 151,936-token byte-level BPE vocabulary, from the default model (either size:
+ * they share it). Required in CI (scripts/test.sh fetches the 0.5B model). */
+static void test_oracle_qwen(void) {
+    const char *env = getenv("INFERD_QWEN_GGUF");
+    const char *cands[] = {env, INFERD_SOURCE_DIR "/models-cache/qwen0.5b.gguf", INFERD_SOURCE_DIR "/models-cache/default.gguf"};
+    const char *path = NULL;
+    for (size_t i = 0; i < 3 && !path; i++) {
+        FILE *f = cands[i] ? fopen(cands[i], "rb") : NULL;
+        if (f) {
+            fclose(f);
+            path = cands[i];
+        }
+    }
+    const char *ci = getenv("CI");
+    if (!path) {
+        fprintf(stderr, "  no Qwen vocabulary (scripts/fetch_default_model.sh, or INFERD_QWEN_GGUF)\n");
+        CHECKF(!(ci && !strcmp(ci, "true")), "the Qwen vocabulary is required in CI");
+        return;
+    }
+    tokenizer *t = load_tok(path);
+    CHECK(t);
+    if (!t) return;
+    CHECK(tok_n_vocab(t) > 150000);
+    gram_vocab *v = vocab_of(t);
+    const char *ns = getenv("INFERD_ORACLE_STATES");
+    if (v) oracle_suite(v, ns ? atoi(ns) : 1000, "qwen");
+    gram_vocab_free(v);
+    tok_destroy(t);
+}
+
 TEST_MAIN(T(test_gbnf_basic), T(test_gbnf_errors), T(test_regex), T(test_right_recursion_bounded), T(test_mask_shakespeare),
-          T(test_mask_bpe))
+          T(test_mask_bpe), T(test_oracle_shakespeare), T(test_oracle_qwen))
