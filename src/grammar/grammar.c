@@ -438,6 +438,76 @@ out:
     return found;
 }
 
+/* Rules for which some alternative has every symbol "good": a rule symbol is good when
+ * its rule is (a least fixpoint, by a worklist: linear in the grammar), a terminal when
+ * productive says its byte set is not empty (for nullability no terminal is good).
+ * Returns a calloc'ed flag per rule, NULL on no memory. */
+static uint8_t *rules_where_all(const gram_builder *b, bool productive) {
+    const int64_t nr = b->n_rules, na = b->n_alts;
+    uint8_t *res = calloc((size_t)nr + 1, 1), *bad = calloc((size_t)na + 1, 1);
+    int32_t *cnt = calloc((size_t)na + 1, sizeof *cnt), *deg = calloc((size_t)nr + 2, sizeof *deg);
+    int32_t *occ = NULL, *queue = malloc(sizeof *queue * (size_t)(nr + 1));
+    if (!res || !bad || !cnt || !deg || !queue) goto fail;
+    for (int64_t a = 0; a < na; a++)
+        for (int32_t i = 0; i < b->alts[a].n; i++) {
+            const gsym x = b->syms[b->alts[a].off + i];
+            if (x >= 0) {
+                cnt[a]++;
+                deg[x + 1]++;
+            } else if (!productive) {
+                bad[a] = 1;
+            } else {
+                bool empty = true;
+                for (int w = 0; w < 8; w++) empty &= b->sets[~x][w] == 0;
+                if (empty) bad[a] = 1;
+            }
+        }
+    for (int64_t r = 0; r < nr; r++) deg[r + 1] += deg[r];
+    occ = malloc(sizeof *occ * (size_t)(deg[nr] + 1));
+    if (!occ) goto fail;
+    {
+        int32_t *fill = malloc(sizeof *fill * (size_t)(nr + 1));
+        if (!fill) goto fail;
+        memcpy(fill, deg, sizeof *fill * (size_t)nr);
+        for (int64_t a = 0; a < na; a++)
+            for (int32_t i = 0; i < b->alts[a].n; i++) {
+                const gsym x = b->syms[b->alts[a].off + i];
+                if (x >= 0) occ[fill[x]++] = (int32_t)a;
+            }
+        free(fill);
+    }
+    int64_t qh = 0, qt = 0;
+    for (int64_t a = 0; a < na; a++)
+        if (!cnt[a] && !bad[a] && !res[b->alts[a].rule]) {
+            res[b->alts[a].rule] = 1;
+            queue[qt++] = b->alts[a].rule;
+        }
+    while (qh < qt) {
+        const int32_t r = queue[qh++];
+        for (int32_t k = deg[r]; k < deg[r + 1]; k++) {
+            const int32_t a = occ[k];
+            if (--cnt[a] == 0 && !bad[a] && !res[b->alts[a].rule]) {
+                res[b->alts[a].rule] = 1;
+                queue[qt++] = b->alts[a].rule;
+            }
+        }
+    }
+    free(bad);
+    free(cnt);
+    free(deg);
+    free(occ);
+    free(queue);
+    return res;
+fail:
+    free(res);
+    free(bad);
+    free(cnt);
+    free(deg);
+    free(occ);
+    free(queue);
+    return NULL;
+}
+
 static const char *rule_label(const gram_builder *b, int32_t r, char *buf, size_t n) {
     if (b->rules[r].name) snprintf(buf, n, "'%s'", b->rules[r].name);
     else snprintf(buf, n, "a generated rule (#%d)", r);
@@ -466,8 +536,44 @@ int gram_compile(gram_builder *b, int32_t root, gram **out, char *err, size_t er
     g->set_cls = calloc((size_t)g->n_sets + 1, sizeof *g->set_cls);
     g->sets = malloc(sizeof *g->sets * (size_t)(g->n_sets + 1));
     if (!g->sets || !g->rule_alt || !g->alt_pos || !g->nullable || !g->set_cls) goto nomem;
+    /* only productive alternatives (every symbol can derive some text): then every
+     * stack's closure is non-empty, which the masks rely on (a frame that ends leaves a
+     * live stack below); a root that derives nothing is an error */
+    uint8_t *prod = rules_where_all(b, true), *nul = prod ? rules_where_all(b, false) : NULL;
+    uint8_t *keep = calloc((size_t)b->n_alts + 1, 1);
+    if (!prod || !nul || !keep) {
+        free(prod);
+        free(nul);
+        free(keep);
+        goto nomem;
+    }
+    if (!prod[root]) {
+        free(prod);
+        free(nul);
+        free(keep);
+        gram_unref(g);
+        return ifd_errf(err, err_bytes, -1, "the grammar matches no text (its start rule derives no finite text)");
+    }
+    for (int64_t a = 0; a < b->n_alts; a++) {
+        bool ok = true;
+        for (int32_t i = 0; i < b->alts[a].n && ok; i++) {
+            const gsym x = b->syms[b->alts[a].off + i];
+            if (x >= 0) {
+                ok = prod[x];
+            } else {
+                bool empty = true;
+                for (int w = 0; w < 8; w++) empty &= b->sets[~x][w] == 0;
+                ok = !empty;
+            }
+        }
+        keep[a] = ok;
+    }
+    memcpy(g->nullable, nul, (size_t)g->n_rules);
+    free(prod);
+    free(nul);
     /* alternatives grouped by rule, in the order added */
-    for (int64_t a = 0; a < b->n_alts; a++) g->rule_alt[b->alts[a].rule + 1]++;
+    for (int64_t a = 0; a < b->n_alts; a++)
+        if (keep[a]) g->rule_alt[b->alts[a].rule + 1]++;
     for (int32_t r = 0; r < g->n_rules; r++) g->rule_alt[r + 1] += g->rule_alt[r];
     {
         int32_t *fill = malloc(sizeof *fill * (size_t)(g->n_rules + 1));
@@ -475,12 +581,15 @@ int gram_compile(gram_builder *b, int32_t root, gram **out, char *err, size_t er
         if (!fill || !alt_of) {
             free(fill);
             free(alt_of);
+            free(keep);
             goto nomem;
         }
         memcpy(fill, g->rule_alt, sizeof *fill * (size_t)g->n_rules);
-        for (int64_t a = 0; a < b->n_alts; a++) alt_of[fill[b->alts[a].rule]++] = a;
+        for (int64_t a = 0; a < b->n_alts; a++)
+            if (keep[a]) alt_of[fill[b->alts[a].rule]++] = a;
+        const int64_t n_kept = g->rule_alt[g->n_rules];
         int32_t p = 0;
-        for (int64_t k = 0; k < b->n_alts; k++) {
+        for (int64_t k = 0; k < n_kept; k++) {
             const balt *al = &b->alts[alt_of[k]];
             g->alt_pos[k] = p;
             memcpy(g->sym + p, b->syms + al->off, sizeof *g->sym * (size_t)al->n);
@@ -490,22 +599,7 @@ int gram_compile(gram_builder *b, int32_t root, gram **out, char *err, size_t er
         g->n_sym = p;
         free(fill);
         free(alt_of);
-    }
-    /* nullable rules: fixpoint */
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int32_t r = 0; r < g->n_rules; r++) {
-            if (g->nullable[r]) continue;
-            for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
-                int32_t p = g->alt_pos[a];
-                while (g->sym[p] != GSYM_END && g->sym[p] >= 0 && g->nullable[g->sym[p]]) p++;
-                if (g->sym[p] == GSYM_END) {
-                    g->nullable[r] = 1;
-                    changed = true;
-                    break;
-                }
-            }
-        }
+        free(keep);
     }
     {
         int32_t lr = find_left_cycle(g);

@@ -63,7 +63,7 @@ static int cmp_r(const void *a, const void *b) {
 
 /* Sorted, merged, optionally complemented in [0, 0x10FFFF]. */
 static bool cs_normalize(cpset *c, bool negate) {
-    qsort(c->r, (size_t)c->n, sizeof *c->r, cmp_r);
+    if (c->n > 1) qsort(c->r, (size_t)c->n, sizeof *c->r, cmp_r);
     int32_t m = 0;
     for (int32_t i = 0; i < c->n; i++) {
         if (m && c->r[i][0] <= c->r[m - 1][1] + 1) {

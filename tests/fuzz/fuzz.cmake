@@ -58,17 +58,31 @@ else()
   message(STATUS "inferd: fuzz_gguf and fuzz_openai not built (need clang with libFuzzer)")
 endif()
 
+# ---- fuzz_grammar: JSON Schema / GBNF / regex text -> grammar -> masks (fast = brute
+# force); run_fuzz.sh runs it.
+if(INFERD_CC_HAS_LIBFUZZER)
+  file(GLOB _fuzz_grammar_src CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/grammar/*.c)
+  add_executable(fuzz_grammar ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_grammar.c ${_fuzz_grammar_src}
+    ${CMAKE_SOURCE_DIR}/src/util/utf8.c ${CMAKE_SOURCE_DIR}/src/util/common.c ${CMAKE_SOURCE_DIR}/src/util/hash.c
+    ${CMAKE_SOURCE_DIR}/src/util/buf.c)
+  target_include_directories(fuzz_grammar PRIVATE ${CMAKE_SOURCE_DIR}/src ${CJSON_INCLUDE_DIR})
+  target_compile_options(fuzz_grammar PRIVATE ${_fuzz} -O1 -g -fno-omit-frame-pointer)
+  target_link_options(fuzz_grammar PRIVATE ${_fuzz})
+  target_link_libraries(fuzz_grammar PRIVATE ${CJSON_LIBRARY} m)
+endif()
+
 # ---- fuzz_chat: chat request -> chat_prompt (render + tokenize) on the shared templates
 # and vocabularies; checks that no control id comes from request data. fuzz_chat_smoke
 # (label fuzz) runs it for 20 s; run_fuzz.sh runs it too.
 if(INFERD_CC_HAS_LIBFUZZER)
   file(GLOB _fuzz_chat_tok CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/tokenizer/*.c
-    ${CMAKE_SOURCE_DIR}/src/template/*.c)
+    ${CMAKE_SOURCE_DIR}/src/template/*.c ${CMAKE_SOURCE_DIR}/src/grammar/*.c)
   list(FILTER _fuzz_chat_tok EXCLUDE REGEX "/tok_model\\.c$") # model_load: needs the weights
   add_executable(fuzz_chat
     ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_chat.c ${CMAKE_SOURCE_DIR}/tests/unit/stub_sampling.c ${_fuzz_chat_tok}
     ${CMAKE_SOURCE_DIR}/src/server/chat.c ${CMAKE_SOURCE_DIR}/src/server/chat_escape.c
     ${CMAKE_SOURCE_DIR}/src/server/openai.c ${CMAKE_SOURCE_DIR}/src/server/json.c
+    ${CMAKE_SOURCE_DIR}/src/server/tools.c
     ${CMAKE_SOURCE_DIR}/src/util/buf.c ${CMAKE_SOURCE_DIR}/src/util/utf8.c
     ${CMAKE_SOURCE_DIR}/src/model/gguf.c ${CMAKE_SOURCE_DIR}/src/model/ggml_types.c
     ${CMAKE_SOURCE_DIR}/src/util/common.c ${CMAKE_SOURCE_DIR}/src/util/hash.c)

@@ -2,7 +2,8 @@
 # run_fuzz.sh BUILD_DIR SECONDS [TARGET] — build the libFuzzer targets with clang in
 # BUILD_DIR and fuzz for SECONDS in all: fuzz_gguf (the GGUF reader) 3/8 of the time,
 # fuzz_chat (chat request -> template -> tokenize) 1/4, fuzz_openai (the request
-# parser) and fuzz_httpd (raw bytes to the HTTP server) 3/16 each; with TARGET that one
+# parser) and fuzz_httpd (raw bytes to the HTTP server) 3/16 each, fuzz_grammar (JSON
+# Schema / GBNF / regex -> masks, taken from fuzz_gguf's share) 1/8; with TARGET that one
 # alone, for all of it. fuzz_gguf's corpus, tests/fuzz/corpus-run/ (gitignored), is
 # seeded with the first 64 KiB of every shared GGUF and two tiny valid files written
 # here; fuzz_openai's, tests/fuzz/corpus-run-openai/, with tests/fuzz/openai_seeds.sh's
@@ -13,27 +14,29 @@
 set -euo pipefail
 
 if [ $# -lt 2 ] || [ $# -gt 3 ]; then
-    echo "usage: $0 BUILD_DIR SECONDS [fuzz_gguf|fuzz_openai|fuzz_chat|fuzz_httpd]" >&2
+    echo "usage: $0 BUILD_DIR SECONDS [fuzz_gguf|fuzz_openai|fuzz_chat|fuzz_httpd|fuzz_grammar]" >&2
     exit 2
 fi
 build=$1
 secs=$2
 only=${3:-}
 case "$only" in
-"" | fuzz_gguf | fuzz_openai | fuzz_chat | fuzz_httpd) ;;
+"" | fuzz_gguf | fuzz_openai | fuzz_chat | fuzz_httpd | fuzz_grammar) ;;
 *)
     echo "run_fuzz: unknown target $only" >&2
     exit 2
     ;;
 esac
-gguf_secs=0 openai_secs=0 chat_secs=0 httpd_secs=0
+gguf_secs=0 openai_secs=0 chat_secs=0 httpd_secs=0 grammar_secs=0
 case "$only" in
 "")
     openai_secs=$((secs * 3 / 16))
     httpd_secs=$((secs * 3 / 16))
     chat_secs=$((secs / 4))
-    gguf_secs=$((secs - openai_secs - httpd_secs - chat_secs))
+    grammar_secs=$((secs / 8))
+    gguf_secs=$((secs - openai_secs - httpd_secs - chat_secs - grammar_secs))
     ;;
+fuzz_grammar) grammar_secs=$secs ;;
 fuzz_gguf) gguf_secs=$secs ;;
 fuzz_openai) openai_secs=$secs ;;
 fuzz_chat) chat_secs=$secs ;;
@@ -53,6 +56,7 @@ targets=()
 [ "$openai_secs" -gt 0 ] && targets+=(fuzz_openai)
 [ "$chat_secs" -gt 0 ] && targets+=(fuzz_chat)
 [ "$httpd_secs" -gt 0 ] && targets+=(fuzz_httpd)
+[ "$grammar_secs" -gt 0 ] && targets+=(fuzz_grammar)
 cmake --build "$build" --target "${targets[@]}"
 
 # fuzz TARGET SECONDS LIBFUZZER-ARGS...: run one target, print its summary lines.
@@ -98,6 +102,22 @@ if [ "$httpd_secs" -gt 0 ]; then
     printf '\x30POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n' >"$hcorpus/seed-chunked"
     printf '\x00GET /stream HTTP/1.1\r\n\r\nGET /x HTTP/1.0\r\nX-Deny: 1\r\nExpect: 100-continue\r\n\r\n' >"$hcorpus/seed-pipe"
     fuzz fuzz_httpd "$httpd_secs" -max_len=4096 -timeout=20 "$hcorpus"
+fi
+if [ "$grammar_secs" -gt 0 ]; then
+    gcorpus=$build/fuzz-grammar-corpus
+    mkdir -p "$gcorpus"
+    # the JSON Schema corpus (first byte 0: a schema), a GBNF grammar (1), regexes (2)
+    i=0
+    for f in tests/data/json_schema/own/*.json; do
+        [ -f "$f" ] || continue
+        { printf '\x00'; head -c 4000 "$f"; } >"$gcorpus/seed-schema-$i"
+        i=$((i + 1))
+        [ "$i" -ge 40 ] && break
+    done
+    printf '\x01root ::= obj\nobj ::= "{" ws (str ws ":" ws val ("," ws str ws ":" ws val)*)? "}"\nval ::= str | [0-9]+ | obj\nstr ::= "\\"" [a-z]* "\\""\nws ::= [ \\n]{0,2}\n' >"$gcorpus/seed-gbnf"
+    printf '\x02^[A-Z][a-z]{2,8}(, [a-z]+)*\\.$' >"$gcorpus/seed-regex"
+    printf '\x02(\\d{3}-)?\\w+@[a-z]+\\.(com|org)' >"$gcorpus/seed-regex2"
+    fuzz fuzz_grammar "$grammar_secs" -max_len=4096 -timeout=20 "$gcorpus"
 fi
 if [ "$gguf_secs" -eq 0 ]; then
     echo "run_fuzz: ok"
