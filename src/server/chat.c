@@ -427,8 +427,17 @@ static bool push_call(tool_calls *t, const cJSON *o) {
     return true;
 }
 
+/* A JSON value; also the {{…}} shape small models copy from templates that escape
+ * their braces (the inner object when the outer pair is doubled). */
 static cJSON *parse_json_span(const char *s, size_t n) {
-    return cJSON_ParseWithLength(s, n);
+    cJSON *v = cJSON_ParseWithLength(s, n);
+    if (v) return v;
+    size_t a = 0, b = n;
+    while (a < b && isspace((unsigned char)s[a])) a++;
+    while (b > a && isspace((unsigned char)s[b - 1])) b--;
+    if (b - a >= 4 && s[a] == '{' && s[a + 1] == '{' && s[b - 1] == '}' && s[b - 2] == '}')
+        return cJSON_ParseWithLength(s + a + 1, b - a - 2);
+    return NULL;
 }
 
 int chat_parse_tool_calls(const char *text, size_t n, tool_calls *out) {

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "grammar/grammar.h"
+#include "server/chat.h"
 #include "server/reasoning.h"
 #include "server/tools.h"
 #include "test_util.h"
@@ -155,6 +156,21 @@ static void test_scan_shapes(void) {
             free(name);
             free(args);
         }
+    }
+    /* the shapes tried when the template's format finds nothing */
+    {
+        tool_calls tc;
+        const char *t = "{{\"name\": \"f\", \"arguments\": {\"x\": 1}}}";
+        CHECK(chat_tool_calls(tool_format_by_name("hermes"), t, strlen(t), false, &tc) == 1);
+        CHECK(tc.n == 1 && !strcmp(tc.v[0].name, "f") && tc.content_end == 0);
+        tool_calls_free(&tc);
+        t = "```json\n{\"name\": \"g\", \"arguments\": {}}\n```";
+        CHECK(chat_tool_calls(tool_format_by_name("hermes"), t, strlen(t), false, &tc) == 1);
+        CHECK(tc.n == 1 && !strcmp(tc.v[0].name, "g"));
+        tool_calls_free(&tc);
+        t = "just text {not json}";
+        CHECK(chat_tool_calls(tool_format_by_name("hermes"), t, strlen(t), false, &tc) == 0 && tc.content_end == strlen(t));
+        tool_calls_free(&tc);
     }
     /* detection from real templates' text */
     CHECK(!strcmp(tool_format_name(tool_format_detect("... <tool_call> ...")), "hermes"));
