@@ -284,7 +284,8 @@ struct samp_smem {
 __global__ void __launch_bounds__(SAMP_THREADS)
 k_sample(const float *logits, int32_t n_vocab, const samp_row *rows, const samp_pen *pen,
          int32_t n_pen_all, const samp_bias *bias, int32_t n_bias_all, const int32_t *ban,
-         int32_t n_ban_all, float *work, int32_t *tokens, samp_logprob *lp) {
+         int32_t n_ban_all, const uint32_t *allow, int64_t n_allow_all, const int32_t *extra,
+         int32_t n_extra_all, float *work, int32_t *tokens, samp_logprob *lp) {
     __shared__ samp_smem sm;
     const int32_t row = blockIdx.x;
     const samp_row p = rows[row];
@@ -343,7 +344,11 @@ k_sample(const float *logits, int32_t n_vocab, const samp_row *rows, const samp_
     const bool do_rep = rep > 0.0f && rep != 1.0f;
     const bool do_pf = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
     const bool pen_on = ok_pen && (do_rep || do_pf);
-    if (pen_on || ok_bias || ok_ban) {
+    const int64_t n_words = ((int64_t)n_vocab + 31) / 32;
+    const bool ok_allow = allow && p.allow_off >= 0 && p.allow_off <= n_allow_all - n_words;
+    const bool ok_extra = ok_allow && extra && p.n_extra > 0 && p.n_extra <= SAMP_MAX_EXTRA && p.extra_off >= 0 &&
+                          p.extra_off <= n_extra_all - p.n_extra;
+    if (pen_on || ok_bias || ok_ban || ok_allow) {
         float *wr = work + (size_t)row * n_vocab;
         for (int32_t i = tid; i < n_vocab; i += nt) wr[i] = raw[i];
         __syncthreads();
@@ -364,6 +369,25 @@ k_sample(const float *logits, int32_t n_vocab, const samp_row *rows, const samp_
                 const samp_bias e = bias[p.bias_off + j];
                 if (e.id >= 0 && e.id < n_vocab) wr[e.id] = __fadd_rn(wr[e.id], e.bias);
             }
+        __syncthreads();
+        if (ok_allow) { /* the grammar's mask: the extras keep their value (thread 0's copy) */
+            float keep[SAMP_MAX_EXTRA];
+            if (ok_extra && tid == 0)
+                for (int32_t j = 0; j < p.n_extra; j++) {
+                    const int32_t id = extra[p.extra_off + j];
+                    keep[j] = id >= 0 && id < n_vocab ? wr[id] : -INFINITY;
+                }
+            __syncthreads();
+            const uint32_t *mw = allow + p.allow_off;
+            for (int32_t i = tid; i < n_vocab; i += nt)
+                if (!(mw[i >> 5] >> (i & 31) & 1u)) wr[i] = -INFINITY;
+            __syncthreads();
+            if (ok_extra && tid == 0)
+                for (int32_t j = 0; j < p.n_extra; j++) {
+                    const int32_t id = extra[p.extra_off + j];
+                    if (id >= 0 && id < n_vocab) wr[id] = keep[j];
+                }
+        }
         __syncthreads();
         if (ok_ban)
             for (int32_t j = tid; j < p.n_ban; j += nt) {
@@ -447,15 +471,18 @@ size_t samp_scratch_bytes(int32_t n_rows, int32_t n_vocab) {
 int samp_sample(dev_stream s, const float *logits, int32_t n_rows, int32_t n_vocab,
                 const samp_row *rows, const samp_pen *pen, int32_t n_pen_all,
                 const samp_bias *bias, int32_t n_bias_all, const int32_t *ban, int32_t n_ban_all,
+                const uint32_t *allow, int64_t n_allow_all, const int32_t *extra, int32_t n_extra_all,
                 float *work, int32_t *tokens, samp_logprob *lp) {
     if (n_rows < 0 || n_vocab <= 0 || n_vocab > SAMP_MAX_VOCAB) return DEV_ERR;
-    if (n_pen_all < 0 || n_bias_all < 0 || n_ban_all < 0) return DEV_ERR;
+    if (n_pen_all < 0 || n_bias_all < 0 || n_ban_all < 0 || n_allow_all < 0 || n_extra_all < 0) return DEV_ERR;
     if (n_rows == 0) return DEV_OK;
     if (!logits || !rows || !work || !tokens) return DEV_ERR;
-    if ((n_pen_all > 0 && !pen) || (n_bias_all > 0 && !bias) || (n_ban_all > 0 && !ban)) return DEV_ERR;
+    if ((n_pen_all > 0 && !pen) || (n_bias_all > 0 && !bias) || (n_ban_all > 0 && !ban) ||
+        (n_allow_all > 0 && !allow) || (n_extra_all > 0 && !extra))
+        return DEV_ERR;
     auto kf = k_sample;
     IFD_LAUNCH(kf, n_rows, SAMP_THREADS, 0, s, logits, n_vocab, rows, pen, n_pen_all, bias,
-               n_bias_all, ban, n_ban_all, work, tokens, lp);
+               n_bias_all, ban, n_ban_all, allow, n_allow_all, extra, n_extra_all, work, tokens, lp);
     return dev_check_launch();
 }
 

@@ -5,7 +5,8 @@
  * Exactness: for the same logits, parameters, penalty lists, key and position a row's
  * token is exactly the one src/engine/sampler.c's sampler_sample_at returns; the
  * pipeline and its arithmetic are the ones sampler.h spells out (penalties, logit_bias,
- * bans, greedy, temperature, top_k, integer weights, min_p, top_p, one Philox draw).
+ * grammar mask, bans, greedy, temperature, top_k, integer weights, min_p, top_p, one
+ * Philox draw).
  * Every sum is a sum of integers, so the block's reduction order does not matter; the
  * float steps are single __fmul_rn / __fadd_rn / __fsub_rn operations. Logprobs are
  * those of src/engine/logprobs.c (log-softmax of the RAW logits, top N by logit desc
@@ -40,7 +41,14 @@ typedef struct samp_row {
     int32_t pen_off, n_pen;   /* penalty entries: the ids of sampler_state.seen */
     int32_t bias_off, n_bias; /* logit_bias entries, applied in list order */
     int32_t ban_off, n_ban;   /* banned ids */
+    /* constrained decoding: the row's mask, words [allow_off, allow_off + (n_vocab + 31)
+     * / 32) of the flat mask array (bit id: allowed), < 0 none; ids allowed anyway (the
+     * stop tokens where a grammar may end): extra[extra_off .. + n_extra) */
+    int64_t allow_off;
+    int32_t extra_off, n_extra;
 } samp_row;
+
+#define SAMP_MAX_EXTRA 65 /* allowed-anyway ids per row */
 
 /* A seen id (prompt or output: repetition_penalty applies) and its count among the
  * generated tokens (presence / frequency apply when > 0). Ids within a row are
@@ -65,8 +73,8 @@ typedef struct samp_logprob {
 size_t samp_scratch_bytes(int32_t n_rows, int32_t n_vocab);
 
 /* Sample n_rows rows. logits: [n_rows][n_vocab] f32 (not modified); rows: [n_rows];
- * pen / bias / ban: the flat lists (n_pen_all, n_bias_all, n_ban_all entries; NULL when
- * 0) the rows' slices index; a slice outside its list, or an id outside [0, n_vocab),
+ * pen / bias / ban / allow / extra: the flat lists (n_pen_all, n_bias_all, n_ban_all,
+ * n_allow_all words, n_extra_all entries; NULL when 0) the rows' slices index; a slice outside its list, or an id outside [0, n_vocab),
  * is skipped. work: samp_scratch_bytes(n_rows, n_vocab) bytes (rows without penalties,
  * bias or bans do not touch theirs). tokens: [n_rows] out. lp: [n_rows][1 + SAMP_MAX_TOP]
  * out, or NULL: lp[r][0] = (token, its logprob), lp[r][1 .. 1 + k] = the top k =
@@ -76,6 +84,7 @@ size_t samp_scratch_bytes(int32_t n_rows, int32_t n_vocab);
 int samp_sample(dev_stream s, const float *logits, int32_t n_rows, int32_t n_vocab,
                 const samp_row *rows, const samp_pen *pen, int32_t n_pen_all,
                 const samp_bias *bias, int32_t n_bias_all, const int32_t *ban, int32_t n_ban_all,
+                const uint32_t *allow, int64_t n_allow_all, const int32_t *extra, int32_t n_extra_all,
                 float *work, int32_t *tokens, samp_logprob *lp);
 
 IFD_NS_END

@@ -123,6 +123,7 @@ typedef struct backend backend;
 #define BACKEND_SAMPLE_MAX_TOP 20     /* top logprobs per row (LOGPROBS_MAX_TOP) */
 #define BACKEND_SAMPLE_MAX_BIAS 1024  /* logit_bias entries per row (the engine's limit) */
 #define BACKEND_SAMPLE_MAX_BAN 256    /* banned ids per row */
+#define BACKEND_SAMPLE_MAX_EXTRA 65   /* allowed-anyway ids per row (SAMP_MAX_EXTRA) */
 typedef struct backend_bias {
     int32_t id;
     float bias;
@@ -147,6 +148,12 @@ typedef struct backend_sample_row {
     int32_t n_bias;
     const int32_t *ban; /* [n_ban] ids never drawn */
     int32_t n_ban;
+    /* constrained decoding: the grammar's mask ((n_vocab + 31) / 32 words, bit id set:
+     * allowed), NULL none; ids allowed anyway ([n_allow_extra] <= BACKEND_SAMPLE_MAX_EXTRA:
+     * the stop tokens where the grammar may end). Host memory, read during the call. */
+    const uint32_t *allow;
+    const int32_t *allow_extra;
+    int32_t n_allow_extra;
 } backend_sample_row;
 
 typedef struct backend_ops {

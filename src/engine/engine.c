@@ -245,7 +245,7 @@ static bool gv_eog(void *ctx, int32_t id) { return tok_is_eog(ctx, id); }
  * first grammar request). False when that fails (r must end with an error). */
 static bool grammar_start(inferd_engine *e, request *r) {
     if (!e->gvocab) e->gvocab = gram_vocab_new(e->n_vocab, gv_piece, gv_eog, (void *)e->m->tok);
-    if (!e->gextra) e->gextra = malloc(sizeof *e->gextra * (64 + 1));
+    if (!e->gextra) e->gextra = malloc(sizeof *e->gextra * SAMPLER_MAX_EXTRA);
     if (!e->gvocab || !e->gextra) return false;
     const gram_state st = gram_start(r->gram);
     /* with a reasoning that may open (and a token that opens it): wait for the first
@@ -278,7 +278,8 @@ static bool grammar_constrain(inferd_engine *e, const sequence *s, sampler_param
     const bool can_end = gram_can_end(r->gram, s->gstate);
     int32_t n_extra = 0;
     if (can_end)
-        for (int32_t i = 0; i < r->sp.n_stop_token_ids && n_extra < 64; i++) e->gextra[n_extra++] = r->stop_ids[i];
+        for (int32_t i = 0; i < r->sp.n_stop_token_ids && n_extra < SAMPLER_MAX_EXTRA - 1; i++)
+            e->gextra[n_extra++] = r->stop_ids[i];
     if (s->g.mode == GMODE_WAIT) e->gextra[n_extra++] = r->rs_start_id;
     sp->allow_extra = e->gextra;
     sp->n_allow_extra = n_extra;
@@ -501,7 +502,9 @@ static bool step_samples_on_device(const inferd_engine *e, const sched_plan *p) 
         const sched_entry *en = &p->entries[i];
         if (en->n_logits == 0) continue;
         const request *r = seq_of(en->seq)->req;
-        if (r->gram) return false; /* the grammar's mask is applied on the host */
+        /* a grammar's mask goes with the row (advance_on_device); a constrained
+         * verification's rows depend on each other's states: drawn on the host */
+        if (r->gram && en->seq->n_spec > 0) return false;
         /* a verification's rows: on the device unless penalties need the state as it
          * grows through the drafts */
         const bool verify = en->seq->n_spec > 0 && !seq_of(en->seq)->samp.count;
@@ -544,12 +547,38 @@ static void fill_row(backend_sample_row *w, const sequence *s, int32_t row, uint
 
 /* The draws of this step on the device: one row per advancing sequence, keyed by its
  * RNG (the counter advances as sampler_sample_seq's does), then seq_take. */
-static int advance_on_device(inferd_engine *e, const int32_t *rows_of) {
+static int advance_on_device(inferd_engine *e, int32_t *rows_of) {
+    /* constrained sequences: their masks (copied: the next mask of the same grammar may
+     * move the cache) and allowed-anyway ids; one that can draw nothing ends here */
+    int32_t n = 0;
     for (int32_t k = 0; k < e->n_adv; k++) {
         sequence *s = e->adv_seq[k];
-        fill_row(&e->adv_rows[k], s, rows_of[k], s->rng.ctr);
-        s->rng.ctr++;
+        sampler_params sp = s->req->sparams;
+        inferd_finish_reason why;
+        if (s->req->gram && !grammar_constrain(e, s, &sp, &why)) {
+            seq_finish(e, s, why, NULL, 0, NULL, 0, NULL, 0); /* its siblings here are live: r stays */
+            continue;
+        }
+        fill_row(&e->adv_rows[n], s, rows_of[k], s->rng.ctr);
+        if (sp.allow) {
+            const int32_t W = gram_mask_words(e->gvocab);
+            if (!e->dmask) e->dmask = malloc(sizeof *e->dmask * (size_t)W * (size_t)e->opt.max_num_seqs);
+            if (!e->dextra) e->dextra = malloc(sizeof *e->dextra * SAMPLER_MAX_EXTRA * (size_t)e->opt.max_num_seqs);
+            if (!e->dmask || !e->dextra) return IFD_ERR_NOMEM;
+            uint32_t *m = e->dmask + (size_t)n * (size_t)W;
+            int32_t *x = e->dextra + (size_t)n * SAMPLER_MAX_EXTRA;
+            memcpy(m, sp.allow, sizeof *m * (size_t)W);
+            memcpy(x, sp.allow_extra, sizeof *x * (size_t)sp.n_allow_extra);
+            e->adv_rows[n].allow = m;
+            e->adv_rows[n].allow_extra = x;
+            e->adv_rows[n].n_allow_extra = sp.n_allow_extra;
+        }
+        e->adv_seq[n] = s;
+        rows_of[n] = rows_of[k];
+        n++;
     }
+    e->n_adv = n;
+    for (int32_t k = 0; k < e->n_adv; k++) e->adv_seq[k]->rng.ctr++;
     const int rc = e->n_adv ? e->be->ops->sample(e->be, e->adv_rows, e->n_adv, e->adv_tok, e->adv_lp) : IFD_OK;
     if (rc != IFD_OK) return rc;
     for (int32_t k = 0; k < e->n_adv; k++) {
@@ -561,7 +590,8 @@ static int advance_on_device(inferd_engine *e, const int32_t *rows_of) {
             n_top = IFD_MIN(s->req->sp.logprobs, e->n_vocab);
         }
         if (s->samp.count) sampler_state_accept(&s->samp, e->adv_tok[k]);
-        seq_take(e, s, e->adv_tok[k], lp, n_top);
+        grammar_take(e, s, e->adv_tok[k]);
+        if (!seq_take(e, s, e->adv_tok[k], lp, n_top)) grammar_done(e, s);
     }
     return IFD_OK;
 }
@@ -1223,6 +1253,8 @@ void inferd_engine_destroy(inferd_engine *e) {
     free(e->piece_buf);
     gram_vocab_free(e->gvocab);
     free(e->gextra);
+    free(e->dmask);
+    free(e->dextra);
     free(e->text_buf);
     free(e->abort_ids);
     free(e->abort_spare);

@@ -163,7 +163,9 @@ struct inferd_engine {
     int32_t *ver_tok;            /* [max_logits] */
     backend_logprob *ver_lp;     /* [max_logits][1 + BACKEND_SAMPLE_MAX_TOP] */
     gram_vocab *gvocab;   /* the vocabulary as grammars see it (built on first use) */
-    int32_t *gextra;      /* [64 + 1] grammar_constrain's extra allowed ids */
+    int32_t *gextra;      /* [SAMPLER_MAX_EXTRA] grammar_constrain's extra allowed ids */
+    uint32_t *dmask;      /* [max_num_seqs][mask words] masks of the device draws (lazy) */
+    int32_t *dextra;      /* [max_num_seqs][SAMPLER_MAX_EXTRA] their allowed-anyway ids */
     char *piece_buf;      /* [piece_cap]: one token's text from the detokenizer */
     size_t piece_cap;     /* from the vocabulary's longest token (engine create) */
     char *text_buf;       /* [text_cap]: one step's text of one sequence */

@@ -210,8 +210,8 @@ void sampler_apply_penalties(const sampler_params *p, const sampler_state *st, f
         if (id >= 0 && id < n_vocab) logits[id] += p->logit_bias[i].bias;
     }
     if (p->allow) {
-        float keep[64];
-        const int32_t n_keep = IFD_MIN(p->n_allow_extra, 64);
+        float keep[SAMPLER_MAX_EXTRA];
+        const int32_t n_keep = IFD_MIN(p->n_allow_extra, SAMPLER_MAX_EXTRA);
         for (int32_t i = 0; i < n_keep; i++) {
             const int32_t id = p->allow_extra[i];
             keep[i] = id >= 0 && id < n_vocab ? logits[id] : -INFINITY;

@@ -110,9 +110,10 @@ typedef struct sampler_params {
      * id / 32) is never drawn, unless it is one of allow_extra; NULL: no constraint.
      * Applied after logit_bias, before the bans (step 2). */
     const uint32_t *allow;
-    const int32_t *allow_extra;
+    const int32_t *allow_extra; /* at most SAMPLER_MAX_EXTRA count */
     int32_t n_allow_extra;
 } sampler_params;
+#define SAMPLER_MAX_EXTRA 65 /* SAMP_MAX_EXTRA: the device op keeps as many */
 
 /* OpenAI defaults: temperature 1, everything else off. */
 sampler_params sampler_params_default(void);

@@ -70,6 +70,11 @@ if(INFERD_HAVE_EMU)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_engine_spec_emu_device_verify PROPERTIES LABELS "e2e;emu;slow"
     ENVIRONMENT "INFERD_TEST_DEVICE=emu" TIMEOUT 1200)
+  # constrained decoding: masked rows drawn by the device sampler, as the host's
+  add_test(NAME test_engine_grammar_emu COMMAND test_engine_grammar test_device_masks
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_engine_grammar_emu PROPERTIES LABELS "e2e;emu;slow"
+    ENVIRONMENT "INFERD_TEST_DEVICE=emu" TIMEOUT 1200)
   # llama.cpp's greedy ids for every shared model (F32, Q8_0, Q4_0, Q4_K_M, the draft),
   # reproduced by the CUDA backend's kernels
   add_test(NAME test_reference_greedy_emu COMMAND test_reference_greedy WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -32,6 +32,8 @@ struct row_case {
     sampler_state st; /* n_vocab 0: no penalty state */
     std::vector<sampler_bias> bias;
     std::vector<int32_t> ban;
+    std::vector<uint32_t> allow; /* a grammar's mask, or empty */
+    std::vector<int32_t> extra;
     uint64_t key, pos;
     int32_t n_logprobs;
 };
@@ -100,6 +102,25 @@ static void make_case(row_case *c, int nv) {
     p.n_logit_bias = (int32_t)c->bias.size();
     p.banned = c->ban.data();
     p.n_banned = (int32_t)c->ban.size();
+    /* a grammar's mask on a third of the rows: dense, sparse or a single id, sometimes
+     * with stop ids allowed anyway (and sometimes nothing allowed at all) */
+    c->allow.clear();
+    c->extra.clear();
+    if (rnd_int(0, 2) == 0) {
+        c->allow.assign((size_t)(nv + 31) / 32, 0u);
+        const int density = rnd_int(0, 3);
+        for (int i = 0; i < nv; i++) {
+            const bool on = density == 0 ? rnd_int(0, 1) == 0 : density == 1 ? rnd_int(0, 50) == 0 : density == 2 && i == nv / 2;
+            if (on) c->allow[(size_t)i >> 5] |= 1u << (i & 31);
+        }
+        if (rnd_int(0, 1)) {
+            const int n = rnd_int(1, SAMP_MAX_EXTRA);
+            for (int i = 0; i < n; i++) c->extra.push_back(rnd_int(0, nv - 1));
+        }
+        p.allow = c->allow.data();
+        p.allow_extra = c->extra.data();
+        p.n_allow_extra = (int32_t)c->extra.size();
+    }
     c->sp = p;
     c->key = rnd();
     c->pos = rnd_int(0, 3) == 0 ? (uint64_t)rnd_int(0, 100) : rnd();
@@ -113,6 +134,8 @@ static int run_device(const row_case *cases, int n, int nv, int32_t *tokens, sam
     std::vector<samp_pen> pen;
     std::vector<samp_bias> bias;
     std::vector<int32_t> ban;
+    std::vector<uint32_t> allow;
+    std::vector<int32_t> extra;
     for (int r = 0; r < n; r++) {
         const row_case *c = &cases[r];
         memcpy(&logits[(size_t)r * nv], c->logits.data(), (size_t)nv * sizeof(float));
@@ -139,22 +162,32 @@ static int run_device(const row_case *cases, int n, int nv, int32_t *tokens, sam
         w->ban_off = (int32_t)ban.size();
         for (int32_t b : c->ban) ban.push_back(b);
         w->n_ban = (int32_t)c->ban.size();
+        w->allow_off = c->allow.empty() ? -1 : (int64_t)allow.size();
+        allow.insert(allow.end(), c->allow.begin(), c->allow.end());
+        w->extra_off = (int32_t)extra.size();
+        for (int32_t x : c->extra) extra.push_back(x);
+        w->n_extra = (int32_t)c->extra.size();
     }
     /* never empty uploads: a list of 0 entries still gets a (1-entry) buffer */
     pen.push_back({0, 0});
     bias.push_back({0, 0.0f});
     ban.push_back(0);
+    allow.push_back(0);
+    extra.push_back(0);
     float *d_logits = (float *)ct_upload(logits.data(), logits.size() * sizeof(float));
     samp_row *d_rows = (samp_row *)ct_upload(rows.data(), rows.size() * sizeof(samp_row));
     samp_pen *d_pen = (samp_pen *)ct_upload(pen.data(), pen.size() * sizeof(samp_pen));
     samp_bias *d_bias = (samp_bias *)ct_upload(bias.data(), bias.size() * sizeof(samp_bias));
     int32_t *d_ban = (int32_t *)ct_upload(ban.data(), ban.size() * sizeof(int32_t));
+    uint32_t *d_allow = (uint32_t *)ct_upload(allow.data(), allow.size() * sizeof(uint32_t));
+    int32_t *d_extra = (int32_t *)ct_upload(extra.data(), extra.size() * sizeof(int32_t));
     float *d_work = (float *)ct_alloc(samp_scratch_bytes(n, nv));
     int32_t *d_tok = (int32_t *)ct_alloc((size_t)n * sizeof(int32_t));
     const size_t lp_bytes = (size_t)n * (1 + SAMP_MAX_TOP) * sizeof(samp_logprob);
     samp_logprob *d_lp = (samp_logprob *)ct_alloc(lp_bytes);
     int rc = samp_sample(NULL, d_logits, n, nv, d_rows, d_pen, (int32_t)pen.size() - 1, d_bias,
-                         (int32_t)bias.size() - 1, d_ban, (int32_t)ban.size() - 1, d_work, d_tok, d_lp);
+                         (int32_t)bias.size() - 1, d_ban, (int32_t)ban.size() - 1, d_allow,
+                         (int64_t)allow.size() - 1, d_extra, (int32_t)extra.size() - 1, d_work, d_tok, d_lp);
     if (rc == DEV_OK) rc = ct_sync();
     if (rc == DEV_OK) {
         ct_download(tokens, d_tok, (size_t)n * sizeof(int32_t));
@@ -165,6 +198,8 @@ static int run_device(const row_case *cases, int n, int nv, int32_t *tokens, sam
     ct_free(d_pen);
     ct_free(d_bias);
     ct_free(d_ban);
+    ct_free(d_allow);
+    ct_free(d_extra);
     ct_free(d_work);
     ct_free(d_tok);
     ct_free(d_lp);
@@ -286,12 +321,13 @@ static void test_bad_args(void) {
     float *d = (float *)ct_alloc(64);
     samp_row *rows = (samp_row *)ct_alloc(sizeof(samp_row));
     int32_t *tok = (int32_t *)ct_alloc(16);
-    CHECK(samp_sample(NULL, d, 1, 0, rows, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
-    CHECK(samp_sample(NULL, d, 1, SAMP_MAX_VOCAB + 1, rows, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
-    CHECK(samp_sample(NULL, d, -1, 4, rows, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
-    CHECK(samp_sample(NULL, NULL, 1, 4, rows, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
-    CHECK(samp_sample(NULL, d, 1, 4, rows, NULL, 3, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
-    CHECK(samp_sample(NULL, d, 0, 4, rows, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_OK);
+    CHECK(samp_sample(NULL, d, 1, 0, rows, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
+    CHECK(samp_sample(NULL, d, 1, SAMP_MAX_VOCAB + 1, rows, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
+    CHECK(samp_sample(NULL, d, -1, 4, rows, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
+    CHECK(samp_sample(NULL, NULL, 1, 4, rows, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
+    CHECK(samp_sample(NULL, d, 1, 4, rows, NULL, 3, NULL, 0, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_ERR);
+    CHECK(samp_sample(NULL, d, 1, 4, rows, NULL, 0, NULL, 0, NULL, 0, NULL, 2, NULL, 0, d, tok, NULL) == DEV_ERR);
+    CHECK(samp_sample(NULL, d, 0, 4, rows, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL, 0, d, tok, NULL) == DEV_OK);
     CHECK(samp_scratch_bytes(3, 100) == 1200 && samp_scratch_bytes(0, 100) == 0);
     ct_free(d);
     ct_free(rows);

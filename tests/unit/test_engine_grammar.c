@@ -11,7 +11,9 @@
  *   proposes), greedy and seeded outputs are the same tokens as without it;
  * - reasoning_end: the output is free until the end marker, the grammar applies after;
  * - EOS is drawn only where the grammar can end (ignore_eos off), and a grammar that
- *   can only end finishes the sequence with no further token. */
+ *   can only end finishes the sequence with no further token;
+ * - on the CUDA backend (test_engine_grammar_emu: under the SIMT emulation) masked rows
+ *   drawn by the device sampler give the host sampler's tokens. */
 #include <string.h>
 
 #include "grammar/grammar.h"
@@ -107,7 +109,12 @@ static void opts(inferd_engine_options *o) {
     inferd_engine_options_default(o);
     o->model_path = TARGET;
     o->threaded = false;
-    o->device = INFERD_DEVICE_CPU;
+    /* INFERD_TEST_DEVICE=emu: the CUDA backend under the SIMT emulation (ctest's
+     * test_engine_grammar_emu), where masked rows are drawn by the device sampler */
+    const char *d = getenv("INFERD_TEST_DEVICE");
+    o->device = d && !strcmp(d, "emu")    ? INFERD_DEVICE_EMU
+                : d && !strcmp(d, "cuda") ? INFERD_DEVICE_CUDA
+                                          : INFERD_DEVICE_CPU;
     o->max_num_seqs = 16;
 }
 
@@ -311,6 +318,21 @@ static void test_must_end(void) {
     }
 }
 
+/* On a backend with a device sampler: the masked rows drawn there give the same tokens
+ * as the host's sampler on the same logits (no_device_sampling), and valid outputs. */
+static void test_device_masks(void) {
+    make_prompts();
+    CHECK(compile_all());
+    inferd_engine_options o;
+    opts(&o);
+    o.no_device_sampling = true;
+    CHECK(run(&o, false, R0, NULL));
+    opts(&o);
+    CHECK(run(&o, false, R1, NULL));
+    CHECK(compare(R0, R1, "device vs host sampling") == 0);
+    CHECK(check_valid(R1, "device sampling") == 0);
+}
+
 static void cleanup(void) {
     for (int i = 0; i < 3; i++) {
         inferd_grammar_free(G[i]);
@@ -323,4 +345,4 @@ static void cleanup(void) {
 static void test_zz_cleanup(void) { cleanup(); }
 
 TEST_MAIN(T(test_valid_and_batch_invariant), T(test_speculation), T(test_reasoning_end), T(test_must_end),
-          T(test_zz_cleanup))
+          T(test_device_masks), T(test_zz_cleanup))

@@ -110,6 +110,8 @@ struct cuda_backend {
         samp_pen *h_pen, *d_pen;
         samp_bias *h_bias, *d_bias;
         int32_t *h_ban, *d_ban;
+        uint32_t *h_allow, *d_allow; /* [max_batch_seqs][words of n_vocab] */
+        int32_t *h_extra, *d_extra;  /* [max_batch_seqs][BACKEND_SAMPLE_MAX_EXTRA] */
         int32_t *h_tok, *d_tok;
         samp_logprob *h_lp, *d_lp;
         float *work, *gather;
@@ -490,13 +492,15 @@ static int b_sample(backend *b, const backend_sample_row *rows, int32_t n, int32
     const int32_t V = (int32_t)b->m->hp.n_vocab;
     if (n < 0 || n > b->cfg.max_batch_seqs) return IFD_ERR_INVALID;
     if (n == 0) return IFD_OK;
-    size_t np = 0, nb = 0, nban = 0;
+    size_t np = 0, nb = 0, nban = 0, nal = 0, nex = 0;
+    const size_t W = ((size_t)V + 31) / 32;
     bool identity = true;
     for (int32_t i = 0; i < n; i++) {
         const backend_sample_row *r = &rows[i];
         if (r->logits_row < 0 || r->logits_row >= b->cfg.max_logits || r->n_seen < 0 ||
             (size_t)r->n_seen > q->pen_cap || r->n_bias < 0 || r->n_bias > BACKEND_SAMPLE_MAX_BIAS ||
-            r->n_ban < 0 || r->n_ban > BACKEND_SAMPLE_MAX_BAN || r->n_logprobs > BACKEND_SAMPLE_MAX_TOP)
+            r->n_ban < 0 || r->n_ban > BACKEND_SAMPLE_MAX_BAN || r->n_logprobs > BACKEND_SAMPLE_MAX_TOP ||
+            r->n_allow_extra < 0 || r->n_allow_extra > BACKEND_SAMPLE_MAX_EXTRA)
             return IFD_ERR_INVALID;
         identity = identity && r->logits_row == i;
         samp_row *w = &q->h_rows[i];
@@ -522,11 +526,23 @@ static int b_sample(backend *b, const backend_sample_row *rows, int32_t n, int32
         w->ban_off = (int32_t)nban;
         w->n_ban = r->ban ? r->n_ban : 0;
         for (int32_t j = 0; j < w->n_ban; j++) q->h_ban[nban++] = r->ban[j];
+        w->allow_off = -1;
+        w->extra_off = (int32_t)nex;
+        w->n_extra = 0;
+        if (r->allow) { /* the grammar's mask, and the ids allowed anyway */
+            w->allow_off = (int64_t)nal;
+            memcpy(q->h_allow + nal, r->allow, W * sizeof(uint32_t));
+            nal += W;
+            w->n_extra = r->allow_extra ? r->n_allow_extra : 0;
+            for (int32_t j = 0; j < w->n_extra; j++) q->h_extra[nex++] = r->allow_extra[j];
+        }
     }
     DEV_TRY(cb, dev_h2d(q->d_rows, q->h_rows, (size_t)n * sizeof(samp_row), cb->s), "sampling upload");
     if (np) DEV_TRY(cb, dev_h2d(q->d_pen, q->h_pen, np * sizeof(samp_pen), cb->s), "sampling upload");
     if (nb) DEV_TRY(cb, dev_h2d(q->d_bias, q->h_bias, nb * sizeof(samp_bias), cb->s), "sampling upload");
     if (nban) DEV_TRY(cb, dev_h2d(q->d_ban, q->h_ban, nban * sizeof(int32_t), cb->s), "sampling upload");
+    if (nal) DEV_TRY(cb, dev_h2d(q->d_allow, q->h_allow, nal * sizeof(uint32_t), cb->s), "sampling upload");
+    if (nex) DEV_TRY(cb, dev_h2d(q->d_extra, q->h_extra, nex * sizeof(int32_t), cb->s), "sampling upload");
     const float *logits = cb->logits;
     if (!identity) { /* forks draw from their parent's row: gather */
         for (int32_t i = 0; i < n; i++)
@@ -536,7 +552,8 @@ static int b_sample(backend *b, const backend_sample_row *rows, int32_t n, int32
         logits = q->gather;
     }
     DEV_TRY(cb, samp_sample(cb->s, logits, n, V, q->d_rows, np ? q->d_pen : NULL, (int32_t)np,
-                            nb ? q->d_bias : NULL, (int32_t)nb, nban ? q->d_ban : NULL, (int32_t)nban, q->work,
+                            nb ? q->d_bias : NULL, (int32_t)nb, nban ? q->d_ban : NULL, (int32_t)nban,
+                            nal ? q->d_allow : NULL, (int64_t)nal, nex ? q->d_extra : NULL, (int32_t)nex, q->work,
                             q->d_tok, lp ? q->d_lp : NULL),
             "sampling");
     DEV_TRY(cb, dev_d2h(q->h_tok, q->d_tok, (size_t)n * sizeof(int32_t), cb->s), "sampling download");
@@ -589,6 +606,8 @@ static void b_destroy(backend *b) {
     dev_host_free(cb->sb.h_pen);
     dev_host_free(cb->sb.h_bias);
     dev_host_free(cb->sb.h_ban);
+    dev_host_free(cb->sb.h_allow);
+    dev_host_free(cb->sb.h_extra);
     dev_host_free(cb->sb.h_tok);
     dev_host_free(cb->sb.h_lp);
     free(cb->dlayers);
@@ -635,6 +654,7 @@ static size_t samp_bytes(const model *m, const backend_config *cfg) {
     const size_t S = (size_t)cfg->max_batch_seqs, V = m->hp.n_vocab;
     return S * (sizeof(samp_row) + samp_pen_cap(m, cfg) * sizeof(samp_pen) +
                 BACKEND_SAMPLE_MAX_BIAS * sizeof(samp_bias) + BACKEND_SAMPLE_MAX_BAN * 4 + 4 +
+                (V + 31) / 32 * 4 + BACKEND_SAMPLE_MAX_EXTRA * 4 +
                 (1 + SAMP_MAX_TOP) * sizeof(samp_logprob) + V * sizeof(float)) +
            samp_scratch_bytes((int32_t)S, (int32_t)V);
 }
@@ -646,11 +666,12 @@ static bool samp_alloc(cuda_backend *cb) {
     q->pen_cap = samp_pen_cap(m, cfg);
     const size_t sz[] = {S * sizeof(samp_row), S * q->pen_cap * sizeof(samp_pen),
                          S * BACKEND_SAMPLE_MAX_BIAS * sizeof(samp_bias), S * BACKEND_SAMPLE_MAX_BAN * 4, S * 4,
-                         S * (1 + SAMP_MAX_TOP) * sizeof(samp_logprob)};
+                         S * (1 + SAMP_MAX_TOP) * sizeof(samp_logprob), S * ((V + 31) / 32) * 4,
+                         S * BACKEND_SAMPLE_MAX_EXTRA * 4};
     void **h[] = {(void **)&q->h_rows, (void **)&q->h_pen, (void **)&q->h_bias, (void **)&q->h_ban,
-                  (void **)&q->h_tok, (void **)&q->h_lp};
+                  (void **)&q->h_tok, (void **)&q->h_lp, (void **)&q->h_allow, (void **)&q->h_extra};
     void **d[] = {(void **)&q->d_rows, (void **)&q->d_pen, (void **)&q->d_bias, (void **)&q->d_ban,
-                  (void **)&q->d_tok, (void **)&q->d_lp};
+                  (void **)&q->d_tok, (void **)&q->d_lp, (void **)&q->d_allow, (void **)&q->d_extra};
     for (size_t i = 0; i < IFD_ARRAY_LEN(sz); i++) {
         if (dev_host_alloc(h[i], sz[i]) != DEV_OK) return false;
         if (!(*d[i] = dalloc(cb, sz[i]))) return false;
