@@ -113,7 +113,7 @@ void chat_destroy(chat_ctx *c) {
 }
 
 const char *chat_template_origin(const chat_ctx *c) { return c->origin; }
-const tool_format *chat_tool_format(const chat_ctx *c) { return c->tools; }
+const tool_format *chat_tool_format(const chat_ctx *c) { return c ? c->tools : tool_format_detect(NULL); }
 bool chat_thinks(const chat_ctx *c) { return c->thinks; }
 
 int chat_stop_token_ids(const chat_ctx *c, int32_t *ids, int cap) {

@@ -63,7 +63,7 @@ typedef struct tool_calls {
     size_t content_end; /* text[0..content_end) is content; the calls follow */
 } tool_calls;
 
-/* The template's tool-call format (tools.h). */
+/* The template's tool-call format (tools.h); hermes for a NULL c. */
 const tool_format *chat_tool_format(const chat_ctx *c);
 /* Does the template write <think> (a reasoning model's template)? */
 bool chat_thinks(const chat_ctx *c);

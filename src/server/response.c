@@ -217,7 +217,7 @@ int resp_tool_calls_of(const gen_req *g, const gen_choice *ch, tool_calls *tc) {
     reasoning_split v;
     resp_split(g, ch, true, &v);
     const char *text = ch->text.p ? ch->text.p : "";
-    const int n = chat_tool_calls(chat_tool_format(g->srv->chat), text + v.c0, ch->text.n - v.c0,
+    const int n = chat_tool_calls(chat_tool_format(g->srv ? g->srv->chat : NULL), text + v.c0, ch->text.n - v.c0,
                                   g->req.tool_mode != OAI_TOOLS_AUTO, tc);
     tc->content_end += v.c0;
     /* the ids a stream already gave out */

@@ -120,7 +120,7 @@ static void tc_emit(gen_req *g, int32_t index, gen_choice *ch, sbuf *delta, cons
 static void tc_stream(gen_req *g, int32_t index, gen_choice *ch, size_t base, const tool_span *sp, int k,
                       bool forced, sbuf *o) {
     const char *text = (ch->text.p ? ch->text.p : "") + base; /* the spans are in the content */
-    const tool_format *f = chat_tool_format(g->srv->chat);
+    const tool_format *f = chat_tool_format(g->srv ? g->srv->chat : NULL);
     sbuf d = {0};
     for (int i = 0; i < k && i < CHAT_MAX_TOOL_CALLS; i++) {
         if (!sp[i].complete && !(forced && sp[i].name_done)) break;
@@ -283,7 +283,7 @@ bool sse_fill(gen_req *g, sbuf *o) {
         if (q->kind == OAI_CHAT && q->tools) {
             const char *text = (ch->text.p ? ch->text.p : "") + c0;
             const size_t n = ch->text.n - c0;
-            k = tool_scan(chat_tool_format(g->srv->chat), text, n, false, sp, CHAT_MAX_TOOL_CALLS, &content_end);
+            k = tool_scan(chat_tool_format(g->srv ? g->srv->chat : NULL), text, n, false, sp, CHAT_MAX_TOOL_CALLS, &content_end);
             content_end += c0;
             safe = c0 + IFD_MIN(content_end - c0, chat_tool_stream_safe(text, n));
             if (forced) safe = c0; /* the grammar writes calls only */

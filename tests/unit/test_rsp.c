@@ -391,7 +391,7 @@ static void test_body(void) {
     CHECK(jeq(r, "output.0.type", "message") &&
           jeq(r, "output.0.content.0.text", "Let me check.\n"));
     CHECK(jeq(r, "output.1.type", "function_call") && jeq(r, "output.1.name", "get_weather") &&
-          jeq(r, "output.1.arguments", "{\"city\":\"Paris\"}") &&
+          jeq(r, "output.1.arguments", "{\"city\": \"Paris\"}") &&
           jeq(r, "output.1.status", "completed"));
     CHECK(!strncmp(jstr(r, "output.1.id"), "fc_", 3) &&
           !strncmp(jstr(r, "output.1.call_id"), "call_", 5));
