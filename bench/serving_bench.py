@@ -62,6 +62,8 @@ def one_request(args, prompt: str, headers: dict) -> Result:
     if args.ban_token:
         # servers that ignore ignore_eos (llama-cpp-python) still honour logit_bias
         body["logit_bias"] = {str(t): -100 for t in args.ban_token}
+    if args.extra_body:
+        body.update(args.extra_body)
     if args.endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
@@ -146,7 +148,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--label", default="")
+    ap.add_argument("--extra-body", type=json.loads, default=None,
+                    help="a JSON object merged into every request (e.g. a response_format)")
+    ap.add_argument("--extra-body-file", default=None, help="the same, read from a file")
     args = ap.parse_args()
+    if args.extra_body_file:
+        with open(args.extra_body_file) as f:
+            args.extra_body = {**(args.extra_body or {}), **json.load(f)}
 
     rng = random.Random(args.seed)
     prompts = [make_prompt(args.prompt_len, rng) for _ in range(args.num_requests)]

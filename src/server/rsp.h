@@ -66,7 +66,8 @@ typedef struct rsp_ctx {
     bool out_ready;
     tool_calls tc;
     bool has_msg;                 /* a message item (besides the function calls) */
-    size_t msg_bytes;             /* its text: the choice's text [0, msg_bytes) */
+    size_t msg_bytes;             /* its text: the choice's text [msg_base, msg_bytes) */
+    size_t msg_base;              /* where the content starts (after a reasoning model's thinking) */
     char (*fc_ids)[RSP_ID_BYTES]; /* [tc.n] "fc_..." */
     /* streaming (HTTP thread, g->mu held) */
     int64_t seq; /* the next event's sequence_number */

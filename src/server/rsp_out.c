@@ -76,9 +76,13 @@ static int out_fix(rsp_ctx *x, const gen_req *g) {
     const gen_choice *ch = &g->choices[0];
     const char *text = ch->text.p ? ch->text.p : "";
     size_t end = ch->text.n;
+    reasoning_split rs; /* a thinking model's reasoning is not the message */
+    resp_split(g, ch, true, &rs);
+    x->msg_base = rs.c0;
+    x->sent_text = IFD_MAX(x->sent_text, x->msg_base);
     if (g->req.tools && resp_tool_calls_of(g, ch, &x->tc) > 0)
         end = x->tc.content_end;
-    x->has_msg = x->tc.n == 0 || !resp_all_space(text, end) || x->msg_open;
+    x->has_msg = x->tc.n == 0 || !resp_all_space(text + x->msg_base, end - x->msg_base) || x->msg_open;
     x->msg_bytes = IFD_MAX(end, x->sent_text);
     if (x->tc.n) {
         x->fc_ids = calloc((size_t)x->tc.n, sizeof *x->fc_ids);
@@ -137,7 +141,7 @@ static void output_items(const rsp_ctx *x, const gen_req *g, sbuf *o) {
     const gen_choice *ch = &g->choices[0];
     bool comma = false;
     if (x->has_msg) {
-        item_message(x, ch->text.p ? ch->text.p : "", x->msg_bytes, msg_status(g), o);
+        item_message(x, (ch->text.p ? ch->text.p : "") + x->msg_base, x->msg_bytes - x->msg_base, msg_status(g), o);
         comma = true;
     }
     for (int k = 0; k < x->tc.n; k++) {
@@ -344,17 +348,17 @@ static void msg_close(rsp_ctx *x, const gen_req *g, sbuf *o) {
     ev_begin(x, "response.output_text.done", o);
     ev_msg_at(x, o);
     sbuf_puts(o, ",\"text\":");
-    sbuf_json_str(o, text, x->msg_bytes);
+    sbuf_json_str(o, text + x->msg_base, x->msg_bytes - x->msg_base);
     sbuf_puts(o, ",\"logprobs\":[]");
     ev_end(o);
     ev_begin(x, "response.content_part.done", o);
     ev_msg_at(x, o);
     sbuf_puts(o, ",\"part\":");
-    part_json(text, x->msg_bytes, o);
+    part_json(text + x->msg_base, x->msg_bytes - x->msg_base, o);
     ev_end(o);
     ev_begin(x, "response.output_item.done", o);
     sbuf_puts(o, ",\"output_index\":0,\"item\":");
-    item_message(x, text, x->msg_bytes, msg_status(g), o);
+    item_message(x, text + x->msg_base, x->msg_bytes - x->msg_base, msg_status(g), o);
     ev_end(o);
 }
 
@@ -403,7 +407,12 @@ bool rsp_sse_fill(rsp_ctx *x, gen_req *g, sbuf *o) {
         return true;
     }
     if (!ch->finished) {
-        size_t safe = g->req.tools ? chat_tool_stream_safe(text, ch->text.n) : ch->text.n;
+        reasoning_split rs; /* the message starts after a thinking model's reasoning */
+        resp_split(g, ch, false, &rs);
+        if (!rs.known) return false;
+        x->msg_base = rs.c0;
+        x->sent_text = IFD_MAX(x->sent_text, rs.c0);
+        size_t safe = g->req.tools ? rs.c0 + chat_tool_stream_safe(text + rs.c0, ch->text.n - rs.c0) : ch->text.n;
         if (safe > x->sent_text) {
             if (!x->msg_open && (!g->req.tools || !resp_all_space(text, safe))) msg_open(x, o);
             if (x->msg_open) {
