@@ -5,6 +5,7 @@
  * into, rendered by rsp_out.c), and the one place errors become HTTP responses. Runs on
  * the httpd I/O threads. */
 #include "http.h"
+#include "structured.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -280,6 +281,18 @@ static int ep_metrics(http_req *hr) {
     if (up) inferd_engine_stats(s->engine, &st);
     sbuf b = {0};
     metrics_render(s->metrics, up ? &st : NULL, &b);
+    if (s->grammars) { /* structured outputs: compiled grammars served from the cache */
+        int64_t hits = 0, compiles = 0;
+        so_cache_stats(s->grammars, &hits, &compiles);
+        sbuf_printf(&b,
+                    "# HELP inferd_grammar_compiles_total Structured-output grammars compiled (cache misses).\n"
+                    "# TYPE inferd_grammar_compiles_total counter\n"
+                    "inferd_grammar_compiles_total %lld\n"
+                    "# HELP inferd_grammar_cache_hits_total Requests whose grammar came from the cache.\n"
+                    "# TYPE inferd_grammar_cache_hits_total counter\n"
+                    "inferd_grammar_cache_hits_total %lld\n",
+                    (long long)compiles, (long long)hits);
+    }
     httpd_stats hs;
     httpd_get_stats(s->httpd, &hs);
     sbuf_printf(&b,

@@ -151,6 +151,27 @@ def test_greedy_schema_stream_equals_nonstream(srv):
     jsonschema.validate(json.loads(text), SMALL)
 
 
+def test_grammar_cache_metrics(srv):
+    rf = {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object", "properties": {
+        "metric_test": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["metric_test"],
+        "additionalProperties": False}}}
+
+    def counters():
+        st, _, m = srv.request("GET", "/metrics")
+        vals = {}
+        for line in m.decode().splitlines():
+            if line.startswith("inferd_grammar_"):
+                k, v = line.split()
+                vals[k] = int(v)
+        return vals
+    before = counters()
+    for _ in range(3):
+        chat(srv, response_format=rf, max_tokens=40)
+    after = counters()
+    assert after["inferd_grammar_compiles_total"] - before["inferd_grammar_compiles_total"] == 1
+    assert after["inferd_grammar_cache_hits_total"] - before["inferd_grammar_cache_hits_total"] == 2
+
+
 def test_guided_choice_regex_grammar(srv):
     d = chat(srv, guided_choice=["yes", "no", "maybe so"], n=6, temperature=1.0, seed=5)
     assert {c["message"]["content"] for c in d["choices"]} <= {"yes", "no", "maybe so"}
