@@ -15,9 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "grammar/grammar.h"
-#include "model/gguf.h"
-#include "tokenizer/tokenizer.h"
+#include "../tests/unit/grammar_test_util.h"
 
 static double now_ns(void) {
     struct timespec ts;
@@ -25,70 +23,10 @@ static double now_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
-
-static size_t tk_piece(void *ctx, int32_t id, char *buf, size_t cap) { return tok_piece(ctx, id, false, buf, cap); }
-static bool tk_eog(void *ctx, int32_t id) { return tok_is_eog(ctx, id); }
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-static const char *NESTED_SCHEMA =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"id\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":100000},"
-    "\"name\":{\"type\":\"string\",\"maxLength\":40},"
-    "\"email\":{\"type\":\"string\",\"format\":\"email\"},"
-    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"red\",\"green\",\"blue\"]},\"maxItems\":5},"
-    "\"address\":{\"$ref\":\"#/$defs/address\"},"
-    "\"orders\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
-    "\"sku\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{3}-\\\\d{4}$\"},"
-    "\"qty\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":99},"
-    "\"price\":{\"type\":\"number\"},"
-    "\"note\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}},"
-    "\"required\":[\"sku\",\"qty\",\"price\"],\"additionalProperties\":false}},"
-    "\"active\":{\"type\":\"boolean\"}},"
-    "\"required\":[\"id\",\"name\",\"address\",\"orders\",\"active\"],\"additionalProperties\":false,"
-    "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{"
-    "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"},\"zip\":{\"type\":\"string\",\"pattern\":\"^\\\\d{5}$\"}},"
-    "\"required\":[\"street\",\"city\"],\"additionalProperties\":false}}}";
-
-/* A small expression language (statements, expressions, identifiers, numbers). */
-static const char *GBNF =
-    "root ::= stmt ( \"\\n\" stmt ){0,20}\n"
-    "stmt ::= ident ws \"=\" ws expr \";\" | \"print(\" expr \");\" | \"if (\" expr \") {\" ws stmt ws \"}\"\n"
-    "expr ::= term ( ws [-+*/] ws term )*\n"
-    "term ::= ident | num | \"(\" expr \")\" | ident \"(\" ( expr ( \", \" expr )* )? \")\"\n"
-    "ident ::= [a-zA-Z_] [a-zA-Z0-9_]{0,15}\n"
-    "num ::= [0-9]{1,9} ( \".\" [0-9]{1,6} )?\n"
-    "ws ::= \" \"?\n";
-
-static const char *TOOL_ARGS =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"location\":{\"type\":\"string\",\"description\":\"City and country\"},"
-    "\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]},"
-    "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":14}},"
-    "\"required\":[\"location\",\"unit\"],\"additionalProperties\":false}";
-
-/* Hermes / Qwen2.5: <tool_call>\n{"name": "get_weather", "arguments": ARGS}\n</tool_call> */
-static int tool_grammar(gram **out, char *err, size_t eb) {
-    gram_builder *b = gb_new();
-    int32_t args;
-    int rc = gram_json_schema(b, TOOL_ARGS, strlen(TOOL_ARGS), &args, err, eb);
-    if (rc == 0) {
-        static const char pre[] = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", post[] = "}\n</tool_call>";
-        gsym v[3] = {gb_literal(b, pre, sizeof pre - 1), args, gb_literal(b, post, sizeof post - 1)};
-        rc = gram_compile(b, gb_seq(b, v, 3), out, err, eb);
-    }
-    gb_free(b);
-    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -100,22 +38,13 @@ int main(int argc, char **argv) {
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--gens")) gens = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-tokens")) max_tokens = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seed")) rs = strtoull(argv[i + 1], NULL, 10) | 1;
+        else if (!strcmp(argv[i], "--seed")) gt_rs = strtoull(argv[i + 1], NULL, 10) | 1;
     }
-    gguf_file f;
     char err[512];
-    if (gguf_open(&f, argv[1], err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[1], err);
-        return 1;
-    }
-    tokenizer *t = NULL;
-    if (tok_create(&t, &f, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", argv[1], err);
-        return 1;
-    }
-    gguf_close(&f);
+    tokenizer *t = gt_load_tok(argv[1]);
+    if (!t) return 1;
     double t0 = now_ns();
-    gram_vocab *v = gram_vocab_new(tok_n_vocab(t), tk_piece, tk_eog, t);
+    gram_vocab *v = gt_vocab_of(t);
     if (!v) return 1;
     printf("vocabulary: %d tokens, %lld trie nodes, built in %.1f ms\n", gram_vocab_n(v),
            (long long)gram_vocab_nodes(v), (now_ns() - t0) / 1e6);
@@ -125,12 +54,10 @@ int main(int argc, char **argv) {
     printf("%-12s %9s %8s %9s %9s %9s %9s %9s %7s %7s %7s %8s\n", "grammar", "compile", "tokens", "mean_us", "p50_us",
            "p99_us", "max_us", "cold_mean", "masks", "walks", "states", "classes");
     for (int which = 0; which < 3; which++) {
-        const char *name = which == 0 ? "json-schema" : which == 1 ? "gbnf" : "tool-call";
+        const char *name = GT_BENCH_NAMES[which];
         gram *g = NULL;
         t0 = now_ns();
-        int rc = which == 0   ? gram_from_json_schema(NESTED_SCHEMA, strlen(NESTED_SCHEMA), &g, err, sizeof err)
-                 : which == 1 ? gram_from_gbnf(GBNF, strlen(GBNF), &g, err, sizeof err)
-                              : tool_grammar(&g, err, sizeof err);
+        int rc = gt_bench_grammar(which, &g, err, sizeof err);
         double compile_ms = (now_ns() - t0) / 1e6;
         if (rc) {
             printf("%-12s compile failed: %s\n", name, err);
@@ -151,8 +78,8 @@ int main(int argc, char **argv) {
                 for (int32_t w = 0; w < W; w++)
                     for (uint32_t bits = m[w]; bits; bits &= bits - 1) allowed[na++] = w * 32 + __builtin_ctz(bits);
                 if (!na) break;
-                int32_t id = allowed[rnd() % (uint64_t)na];
-                if (gram_vocab_is_eog(v, id) && k < max_tokens / 2 && na > 1) id = allowed[(rnd() % (uint64_t)na)];
+                int32_t id = allowed[gt_rnd() % (uint64_t)na];
+                if (gram_vocab_is_eog(v, id) && k < max_tokens / 2 && na > 1) id = allowed[(gt_rnd() % (uint64_t)na)];
                 double c = now_ns();
                 gram_state nx = gram_vocab_is_eog(v, id) ? GRAM_DEAD : gram_advance_token(g, v, s, id);
                 double d = now_ns();

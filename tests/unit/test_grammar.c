@@ -12,21 +12,12 @@
 #include <string.h>
 
 #include "grammar/grammar.h"
-#include "model/gguf.h"
+#include "grammar_test_util.h"
 #include "test_util.h"
-#include "tokenizer/tokenizer.h"
 
 #ifndef INFERD_SHARED_DIR
 #define INFERD_SHARED_DIR "../shared"
 #endif
-
-static uint64_t rs = 88172645463325252ull;
-static uint64_t rnd(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
 
 static gram *gbnf(const char *src) {
     gram *g = NULL;
@@ -207,85 +198,10 @@ static void test_regex(void) {
 }
 
 /* ---- vocabularies ---------------------------------------------------------------------- */
-static size_t tk_piece(void *ctx, int32_t id, char *buf, size_t cap) {
-    return tok_piece(ctx, id, false, buf, cap);
-}
-static bool tk_eog(void *ctx, int32_t id) { return tok_is_eog(ctx, id); }
-
-static tokenizer *load_tok(const char *path) {
-    gguf_file f;
-    char err[256];
-    if (gguf_open(&f, path, err, sizeof err)) {
-        fprintf(stderr, "  %s: %s\n", path, err);
-        return NULL;
-    }
-    tokenizer *t = NULL;
-    if (tok_create(&t, &f, err, sizeof err)) fprintf(stderr, "  %s: %s\n", path, err);
-    gguf_close(&f);
-    return t;
-}
-
-static gram_vocab *vocab_of(tokenizer *t) {
-    return gram_vocab_new(tok_n_vocab(t), tk_piece, tk_eog, t);
-}
-
-/* Walk n_states random reachable states of g (random allowed tokens drawn from the fast
- * mask, restarting at the end), checking the fast mask against the brute force at each.
- * Returns the number of mismatching states. */
+static tokenizer *load_tok(const char *path) { return gt_load_tok(path); }
+static gram_vocab *vocab_of(tokenizer *t) { return gt_vocab_of(t); }
 static int check_masks(gram *g, const gram_vocab *v, int n_states, const char *label) {
-    const int32_t W = gram_mask_words(v), nv = gram_vocab_n(v);
-    uint32_t *ref = malloc(sizeof *ref * (size_t)W), *fast = malloc(sizeof *fast * (size_t)W);
-    int32_t *allowed = malloc(sizeof *allowed * (size_t)nv);
-    int bad = 0, ends = 0;
-    gram_state s = gram_start(g);
-    for (int k = 0; k < n_states; k++) {
-        const uint32_t *m = gram_mask(g, v, s);
-        if (!m) {
-            fprintf(stderr, "  %s: no mask at state %d\n", label, s);
-            bad++;
-            break;
-        }
-        memcpy(fast, m, sizeof *fast * (size_t)W);
-        gram_mask_bruteforce(g, v, s, ref);
-        if (memcmp(ref, fast, sizeof *fast * (size_t)W)) {
-            bad++;
-            for (int32_t id = 0; id < nv; id++) {
-                bool a = ref[id >> 5] >> (id & 31) & 1, b = fast[id >> 5] >> (id & 31) & 1;
-                if (a != b) {
-                    size_t n;
-                    const char *p = gram_vocab_piece(v, id, &n);
-                    fprintf(stderr, "  %s: state %d token %d '%.*s': ref %d fast %d\n", label, s, id, (int)n, p, a, b);
-                    break;
-                }
-            }
-        }
-        int32_t na = 0;
-        for (int32_t id = 0; id < nv; id++)
-            if (fast[id >> 5] >> (id & 31) & 1) allowed[na++] = id;
-        /* move on: a random allowed non-EOG token; restart at an end or a dead end */
-        int32_t pick = -1;
-        for (int tries = 0; tries < 8 && na; tries++) {
-            int32_t id = allowed[rnd() % (uint64_t)na];
-            if (!gram_vocab_is_eog(v, id)) {
-                pick = id;
-                break;
-            }
-        }
-        gram_state t = pick >= 0 ? gram_advance_token(g, v, s, pick) : GRAM_DEAD;
-        if (pick >= 0 && t == GRAM_DEAD) {
-            fprintf(stderr, "  %s: allowed token %d leads nowhere\n", label, pick);
-            bad++;
-        }
-        if (t == GRAM_DEAD || gram_must_end(g, t) || rnd() % 200 == 0) {
-            ends += t != GRAM_DEAD;
-            t = gram_start(g);
-        }
-        s = t;
-    }
-    free(ref);
-    free(fast);
-    free(allowed);
-    return bad;
+    return gt_check_masks(g, v, n_states, label, NULL);
 }
 
 static const char *JSONISH =
@@ -339,68 +255,17 @@ static void test_mask_bpe(void) {
 }
 
 /* ---- the oracle on the grammars the benchmark times (bench/grammar_bench.c) -------------- */
-static const char *NESTED_SCHEMA =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"id\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":100000},"
-    "\"name\":{\"type\":\"string\",\"maxLength\":40},"
-    "\"email\":{\"type\":\"string\",\"format\":\"email\"},"
-    "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"red\",\"green\",\"blue\"]},\"maxItems\":5},"
-    "\"address\":{\"$ref\":\"#/$defs/address\"},"
-    "\"orders\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
-    "\"sku\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{3}-\\\\d{4}$\"},"
-    "\"qty\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":99},"
-    "\"price\":{\"type\":\"number\"},"
-    "\"note\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}},"
-    "\"required\":[\"sku\",\"qty\",\"price\"],\"additionalProperties\":false}},"
-    "\"active\":{\"type\":\"boolean\"}},"
-    "\"required\":[\"id\",\"name\",\"address\",\"orders\",\"active\"],\"additionalProperties\":false,"
-    "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{"
-    "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"},\"zip\":{\"type\":\"string\",\"pattern\":\"^\\\\d{5}$\"}},"
-    "\"required\":[\"street\",\"city\"],\"additionalProperties\":false}}}";
-
-static const char *EXPR_GBNF =
-    "root ::= stmt ( \"\\n\" stmt ){0,20}\n"
-    "stmt ::= ident ws \"=\" ws expr \";\" | \"print(\" expr \");\" | \"if (\" expr \") {\" ws stmt ws \"}\"\n"
-    "expr ::= term ( ws [-+*/] ws term )*\n"
-    "term ::= ident | num | \"(\" expr \")\" | ident \"(\" ( expr ( \", \" expr )* )? \")\"\n"
-    "ident ::= [a-zA-Z_] [a-zA-Z0-9_]{0,15}\n"
-    "num ::= [0-9]{1,9} ( \".\" [0-9]{1,6} )?\n"
-    "ws ::= \" \"?\n";
-
-static gram *tool_call_grammar(void) {
-    const char *args = "{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\"},"
-                       "\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]},"
-                       "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":14}},"
-                       "\"required\":[\"location\",\"unit\"],\"additionalProperties\":false}";
-    gram_builder *b = gb_new();
-    int32_t a;
-    char err[256];
-    gram *g = NULL;
-    if (!gram_json_schema(b, args, strlen(args), &a, err, sizeof err)) {
-        static const char pre[] = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", post[] = "}\n</tool_call>";
-        gsym v[3] = {gb_literal(b, pre, sizeof pre - 1), a, gb_literal(b, post, sizeof post - 1)};
-        if (gram_compile(b, gb_seq(b, v, 3), &g, err, sizeof err)) g = NULL;
-    }
-    if (!g) fprintf(stderr, "  tool grammar: %s\n", err);
-    gb_free(b);
-    return g;
-}
-
 /* The three benchmark grammars, n_states random reachable states each. */
 static void oracle_suite(gram_vocab *v, int n_states, const char *vname) {
-    gram *g[3] = {NULL, NULL, tool_call_grammar()};
-    char err[256];
-    if (gram_from_json_schema(NESTED_SCHEMA, strlen(NESTED_SCHEMA), &g[0], err, sizeof err))
-        fprintf(stderr, "  schema: %s\n", err);
-    g[1] = gbnf(EXPR_GBNF);
-    const char *names[3] = {"json-schema", "gbnf", "tool-call"};
     for (int i = 0; i < 3; i++) {
-        CHECKF(g[i], "%s", names[i]);
-        if (!g[i]) continue;
+        gram *g = NULL;
+        char err[256] = "";
+        CHECKF(gt_bench_grammar(i, &g, err, sizeof err) == 0 && g, "%s: %s", GT_BENCH_NAMES[i], err);
+        if (!g) continue;
         char lab[64];
-        snprintf(lab, sizeof lab, "%s %s", vname, names[i]);
-        CHECKF(check_masks(g[i], v, n_states, lab) == 0, "%s", lab);
-        gram_unref(g[i]);
+        snprintf(lab, sizeof lab, "%s %s", vname, GT_BENCH_NAMES[i]);
+        CHECKF(check_masks(g, v, n_states, lab) == 0, "%s", lab);
+        gram_unref(g);
     }
 }
 

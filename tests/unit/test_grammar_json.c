@@ -15,20 +15,13 @@
 #include "grammar/grammar.h"
 #include "util/common.h"
 #include "model/gguf.h"
+#include "grammar_test_util.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
 #ifndef INFERD_SHARED_DIR
 #define INFERD_SHARED_DIR "../shared"
 #endif
-
-static uint64_t rs = 0x243F6A8885A308D3ull;
-static uint64_t rnd(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
 
 static gram *schema(const char *src) {
     gram *g = NULL;
@@ -615,85 +608,16 @@ static void test_any(void) {
 }
 
 /* ---- masks on a real vocabulary ---------------------------------------------------------------- */
-static size_t tk_piece(void *ctx, int32_t id, char *buf, size_t cap) { return tok_piece(ctx, id, false, buf, cap); }
-static bool tk_eog(void *ctx, int32_t id) { return tok_is_eog(ctx, id); }
-
-static tokenizer *load_tok(const char *path) {
-    gguf_file f;
-    char err[256];
-    if (gguf_open(&f, path, err, sizeof err)) {
-        fprintf(stderr, "  %s: %s\n", path, err);
-        return NULL;
-    }
-    tokenizer *t = NULL;
-    if (tok_create(&t, &f, err, sizeof err)) fprintf(stderr, "  %s: %s\n", path, err);
-    gguf_close(&f);
-    return t;
-}
-
-/* As test_grammar.c's: walk random reachable states (random allowed tokens from the fast
- * mask, restarting at ends), comparing the fast mask with the brute force at each; a
- * state that may end is left with probability 1/20 so texts get finished. Returns the
- * mismatching states; *ends counts finished texts. */
+static tokenizer *load_tok(const char *path) { return gt_load_tok(path); }
 static int check_masks(gram *g, const gram_vocab *v, int n_states, const char *label, int *ends) {
-    const int32_t W = gram_mask_words(v), nv = gram_vocab_n(v);
-    uint32_t *ref = malloc(sizeof *ref * (size_t)W), *fast = malloc(sizeof *fast * (size_t)W);
-    int32_t *allowed = malloc(sizeof *allowed * (size_t)nv);
-    int bad = 0;
-    gram_state s = gram_start(g);
-    for (int k = 0; k < n_states; k++) {
-        const uint32_t *m = gram_mask(g, v, s);
-        if (!m) {
-            fprintf(stderr, "  %s: no mask at state %d\n", label, s);
-            bad++;
-            break;
-        }
-        memcpy(fast, m, sizeof *fast * (size_t)W);
-        gram_mask_bruteforce(g, v, s, ref);
-        if (memcmp(ref, fast, sizeof *fast * (size_t)W)) {
-            bad++;
-            for (int32_t id = 0; id < nv; id++) {
-                bool a = ref[id >> 5] >> (id & 31) & 1, b = fast[id >> 5] >> (id & 31) & 1;
-                if (a != b) {
-                    size_t n;
-                    const char *p = gram_vocab_piece(v, id, &n);
-                    fprintf(stderr, "  %s: state %d token %d '%.*s': ref %d fast %d\n", label, s, id, (int)n, p, a, b);
-                    break;
-                }
-            }
-        }
-        int32_t na = 0;
-        for (int32_t id = 0; id < nv; id++)
-            if (fast[id >> 5] >> (id & 31) & 1 && !gram_vocab_is_eog(v, id)) allowed[na++] = id;
-        gram_state t = GRAM_DEAD;
-        if (na && !(gram_can_end(g, s) && rnd() % 20 == 0)) {
-            int32_t pick = allowed[rnd() % (uint64_t)na];
-            t = gram_advance_token(g, v, s, pick);
-            if (t == GRAM_DEAD) {
-                fprintf(stderr, "  %s: allowed token %d leads nowhere\n", label, pick);
-                bad++;
-            }
-        } else if (!na && !gram_can_end(g, s)) {
-            fprintf(stderr, "  %s: a live state with no token allowed\n", label);
-            bad++;
-        }
-        if (t == GRAM_DEAD || gram_must_end(g, t)) {
-            *ends += gram_can_end(g, t == GRAM_DEAD ? s : t);
-            t = gram_start(g);
-        }
-        s = t;
-    }
-    free(ref);
-    free(fast);
-    free(allowed);
-    return bad;
+    return gt_check_masks(g, v, n_states, label, ends);
 }
 
 static void test_mask_shakespeare(void) {
     tokenizer *t = load_tok(INFERD_SHARED_DIR "/models/shakespeare-target.gguf");
     CHECK(t);
     if (!t) return;
-    gram_vocab *v = gram_vocab_new(tok_n_vocab(t), tk_piece, tk_eog, t);
+    gram_vocab *v = gt_vocab_of(t);
     CHECK(v);
     const char *schemas[] = {
         "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":8},\"age\":{\"type\":\"integer\","
