@@ -34,6 +34,9 @@ typedef struct brule {
     char *name; /* NULL: a helper */
     uint32_t name_len;
     int32_t n_alts;
+    /* made by gb_repeat(rep_of, rep_min, -1): an unbounded repetition (rep_min 0 or 1),
+     * else rep_of -1 */
+    int32_t rep_of, rep_min;
 } brule;
 
 typedef struct balt {
@@ -131,7 +134,7 @@ int32_t gb_rule(gram_builder *b, const char *name, size_t name_len) {
     if (b->n_rules >= GRAM_MAX_RULES) return gb_fail(b, "grammar too large (more than %d rules)", GRAM_MAX_RULES);
     if (!GVEC_GROW(b->rules, b->cap_rules, b->n_rules + 1)) return gb_fail(b, "out of memory");
     brule *r = &b->rules[b->n_rules];
-    *r = (brule){0};
+    *r = (brule){.rep_of = -1};
     if (name) {
         if (name_len > 200) return gb_fail(b, "rule name too long");
         if (gb_find(b, name, name_len) >= 0) return gb_fail(b, "rule '%.*s' defined twice", (int)name_len, name);
@@ -236,8 +239,17 @@ gsym gb_repeat(gram_builder *b, gsym x, int32_t min, int32_t max) {
     if (b->failed) return -1;
     if (min < 0 || min > GRAM_MAX_REPEAT || max > GRAM_MAX_REPEAT || (max >= 0 && max < min))
         return gb_fail(b, "repetition bounds {%d,%d} out of range (at most %d)", min, max, GRAM_MAX_REPEAT);
+    /* an unbounded repetition of an unbounded repetition is one: (y*)* (y*)+ (y+)* = y*,
+     * (y+)+ = y+ (nested ones would make every nesting level a stack frame of its own:
+     * a hostile (((a+)+)+)... would have the matcher track exponentially many) */
+    if (max < 0 && min <= 1 && x >= 0 && x < b->n_rules && b->rules[x].rep_of >= 0)
+        return gb_repeat(b, b->rules[x].rep_of, min && b->rules[x].rep_min ? 1 : 0, -1);
     int32_t r = gb_rule(b, NULL, 0);
     if (r < 0) return -1;
+    if (max < 0 && min <= 1) {
+        b->rules[r].rep_of = x;
+        b->rules[r].rep_min = min;
+    }
     /* tail: x{0,max-min} as nested optionals (x (x (x)?)?)?, or x* as T ::= x T | "" */
     gsym tail = -1;
     if (max < 0) {

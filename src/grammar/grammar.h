@@ -163,8 +163,10 @@ const uint32_t *gram_mask(gram *g, const gram_vocab *v, gram_state s);
  * one with no bytes). */
 gram_state gram_advance_token(gram *g, const gram_vocab *v, gram_state s, int32_t id);
 /* The reference: the same mask by feeding every token's bytes from s one byte at a
- * time through an independent, uncached simulation of the parse stacks (tests). */
-void gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *out);
+ * time through an independent, uncached simulation of the parse stacks (tests). False
+ * when it could not: a dead state, no memory, or more explicit stacks than it keeps
+ * (nested repetitions make them exponential where the matcher's shared nodes are not). */
+bool gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *out);
 
 /* Statistics (bench, metrics). */
 typedef struct gram_stats {

@@ -20,7 +20,10 @@
 
 #include "util/hash.h"
 
-#define GRAM_MATCHER_MAX_BYTES ((int64_t)512 << 20)
+#define GRAM_MATCHER_MAX_BYTES ((int64_t)256 << 20)
+/* stacks in one state at most: past it the grammar is too ambiguous to follow (a state
+ * that large would cost every step as much; the matcher overflows instead) */
+#define GRAM_MAX_STATE_NODES 32768
 #define GRAM_MASK_CACHE_BYTES ((int64_t)96 << 20)
 #define NEXT_UNKNOWN (-2)
 #define ACCEPT 0
@@ -262,6 +265,7 @@ static void new_stamp(gram_matcher *m) {
 static bool closure(gram *g, int64_t sp) {
     gram_matcher *m = g->m;
     while (sp > 0) {
+        if (m->n_acc > GRAM_MAX_STATE_NODES) return (m->overflow = true, false);
         const int32_t n = m->work[--sp];
         if (m->stamp[n] == m->cur_stamp) continue;
         m->stamp[n] = m->cur_stamp;
@@ -738,7 +742,9 @@ typedef struct bstacks {
     int64_t n, npos, cap_n, cap_pos;
 } bstacks;
 
+#define BS_MAX_STACKS 256 /* explicit stacks are exponential where the DAG is not */
 static bool bs_push(bstacks *b, const int32_t *v, int32_t n) {
+    if (b->n >= BS_MAX_STACKS) return false;
     for (int64_t i = 0, o = 0; i < b->n; o += b->len[i++])
         if (b->len[i] == n && !memcmp(b->pos + o, v, sizeof *v * (size_t)n)) return true; /* have it */
     if (!GVEC_GROW(b->len, b->cap_n, b->n + 1) || !GVEC_GROW(b->pos, b->cap_pos, b->npos + n + 1)) return false;
@@ -760,11 +766,16 @@ static bool bs_expand(const gram *g, int32_t *buf, int32_t n, int32_t cap, bstac
         return bs_expand(g, buf, n - 1, cap, out, depth + 1);
     }
     if (s < 0) return bs_push(out, buf, n);
-    buf[n - 1] = top + 1; /* the return point (may be an END: popped when reached) */
+    /* the return point; when it is the end of its alternative the frame is dropped at
+     * once (returning there would only pop it): without that, nested repetitions give
+     * stacks that differ only in their run of ended frames, exponentially many */
+    const bool tail = g->sym[top + 1] == GSYM_END;
+    const int32_t at = tail ? n - 1 : n;
+    buf[n - 1] = top + 1;
     bool ok = true;
     for (int32_t a = g->rule_alt[s]; a < g->rule_alt[s + 1] && ok; a++) {
-        buf[n] = g->alt_pos[a];
-        ok = bs_expand(g, buf, n + 1, cap, out, depth + 1);
+        buf[at] = g->alt_pos[a];
+        ok = bs_expand(g, buf, at + 1, cap, out, depth + 1);
     }
     buf[n - 1] = top;
     return ok;
@@ -787,9 +798,10 @@ static bool bs_step(const gram *g, const bstacks *in, uint8_t c, bstacks *out, i
     return true;
 }
 
-void gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *out) {
+bool gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *out) {
     memset(out, 0, sizeof *out * (size_t)v->n_words);
-    if (s < 0 || !g->m || s >= g->m->n_st) return;
+    if (s < 0 || !g->m || s >= g->m->n_st) return false;
+    bool finished = false;
     /* the state's stacks, unrolled from its nodes */
     bstacks start = {0}, a = {0}, b = {0}, *first = NULL;
     int32_t *buf = NULL;
@@ -800,7 +812,7 @@ void gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *
         int32_t nd = g->m->sn[st.off + i], len = 0;
         if (nd == ACCEPT) {
             can_end = true;
-            bs_push(&start, NULL, 0);
+            if (!bs_push(&start, NULL, 0)) goto out;
             continue;
         }
         for (int32_t x = nd; x != ACCEPT; x = g->m->nodes[x].parent) len++;
@@ -808,8 +820,9 @@ void gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *
         if (!w) goto out;
         int32_t k = len;
         for (int32_t x = nd; x != ACCEPT; x = g->m->nodes[x].parent) w[--k] = g->m->nodes[x].pos;
-        bs_push(&start, w, len);
+        const bool pushed = bs_push(&start, w, len);
         free(w);
+        if (!pushed) goto out;
     }
     /* every token fed byte by byte from the state's stacks (the first byte's stacks
      * computed once per byte value) */
@@ -838,6 +851,7 @@ void gram_mask_bruteforce(gram *g, const gram_vocab *v, gram_state s, uint32_t *
         }
         if (alive) out[id >> 5] |= 1u << (id & 31);
     }
+    finished = true;
 out:
     free(buf);
     for (int c = 0; first && c < 256; c++) {
@@ -851,4 +865,5 @@ out:
     free(a.len);
     free(b.pos);
     free(b.len);
+    return finished;
 }

@@ -60,8 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         const uint32_t *m = gram_mask(g, V, s);
         if (!m) break; /* the matcher's limits */
         if (i % 8 == 0) {
-            gram_mask_bruteforce(g, V, s, ref);
-            if (memcmp(ref, m, sizeof *ref * (size_t)W)) abort();
+            /* (the reference gives up where explicit stacks explode: nothing to compare) */
+            if (gram_mask_bruteforce(g, V, s, ref) && memcmp(ref, m, sizeof *ref * (size_t)W)) abort();
         }
         int32_t ids[512], k = 0;
         for (int32_t id = 1; id < gram_vocab_n(V) && k < 512; id++)

@@ -101,6 +101,16 @@ static void test_gbnf_errors(void) {
     gram_unref(g);
 }
 
+static gram *regex(const char *re) {
+    gram *g = NULL;
+    char err[512] = "";
+    if (gram_from_regex(re, strlen(re), &g, err, sizeof err)) {
+        fprintf(stderr, "  regex %s failed: %s\n", re, err);
+        return NULL;
+    }
+    return g;
+}
+
 /* The state count stays bounded on right recursion (tail calls): 10,000 repetitions. */
 static void test_right_recursion_bounded(void) {
     gram *g = gbnf("root ::= item*\nitem ::= \"ab\" | \"c\"\n");
@@ -113,17 +123,22 @@ static void test_right_recursion_bounded(void) {
     gram_get_stats(g, &st);
     CHECKF(st.states < 10 && st.nodes < 50, "states %lld nodes %lld", (long long)st.states, (long long)st.nodes);
     gram_unref(g);
+    /* nested unbounded repetitions are one: 30 levels of + cost what one does */
+    char re[64] = "x";
+    for (int i = 0; i < 30; i++) strcat(re, "+");
+    strcat(re, "y");
+    g = regex(re);
+    CHECK(g);
+    if (!g) return;
+    s = gram_start(g);
+    for (int i = 0; i < 1000 && s >= 0; i++) s = gram_step(g, s, 'x');
+    CHECK(s >= 0 && !gram_can_end(g, s) && gram_can_end(g, gram_step(g, s, 'y')));
+    gram_get_stats(g, &st);
+    CHECKF(st.states < 10 && st.nodes < 50, "nested +: states %lld nodes %lld", (long long)st.states, (long long)st.nodes);
+    CHECK(acc(g, "xxy") && !acc(g, "y") && !acc(g, "xx"));
+    gram_unref(g);
 }
 
-static gram *regex(const char *re) {
-    gram *g = NULL;
-    char err[512] = "";
-    if (gram_from_regex(re, strlen(re), &g, err, sizeof err)) {
-        fprintf(stderr, "  regex %s failed: %s\n", re, err);
-        return NULL;
-    }
-    return g;
-}
 
 /* A regex inside a JSON string: the grammar "\"" regex "\"" built by hand. */
 static gram *regex_json(const char *re) {
