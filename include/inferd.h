@@ -227,9 +227,26 @@ typedef struct inferd_output {
     int32_t spec_accepted_tokens; /* ... and accepted */
     double queue_s;             /* time from submit to first schedule */
     double ttft_s;              /* time from submit to the first token (0 until then) */
+    /* PD, prefill side (request kv_hold_ms > 0): on the final event of a request that
+     * computed its prompt, the lease that pins its prompt's KV blocks (0: none) and
+     * those blocks (block i holds positions i * block_size ..) */
+    uint64_t kv_lease;
+    const int32_t *kv_blocks;
+    int32_t n_kv_blocks;
 } inferd_output;
 
 typedef void (*inferd_output_cb)(const inferd_output *out, void *user);
+
+/* PD, decode side: the request's prompt KV comes from another instance. Called on the
+ * engine thread (must not block) once the request holds a seat and blocks for its whole
+ * prompt: blocks[0..n_blocks) are its blocks in order (block i holds positions
+ * i * block_size ..), the first n_cached prompt tokens' KV is already there (the local
+ * prefix cache; a multiple of block_size). The caller writes the KV of blocks
+ * n_cached / block_size .. n_blocks - 1 (inferd_kv_write), from any thread, and then
+ * answers with exactly one inferd_kv_import_done, also after an abort (until then the
+ * blocks are the caller's: an abort waits for the answer). */
+typedef void (*inferd_kv_import_cb)(void *user, uint64_t request_id, int32_t n_cached, const int32_t *blocks,
+                                    int32_t n_blocks);
 
 typedef struct inferd_request {
     const int32_t *prompt; /* copied at submit */
@@ -238,6 +255,15 @@ typedef struct inferd_request {
     int32_t priority;      /* lower runs first; FCFS within a priority */
     inferd_output_cb cb;   /* required */
     void *user;
+    /* PD, prefill side: > 0: when the request ends after computing its prompt (normally
+     * with max_tokens 1), its prompt's KV blocks stay pinned for this many ms under a
+     * lease named in the final event (inferd_kv_release gives them back sooner). n 1. */
+    int32_t kv_hold_ms;
+    /* PD, decode side: non-NULL: the prompt's KV is imported (see inferd_kv_import_cb)
+     * instead of computed, and the first token comes with it. n 1, no prompt logprobs,
+     * no grammar, max_tokens >= 1. */
+    inferd_kv_import_cb kv_import;
+    void *kv_import_user;
 } inferd_request;
 
 /* Queue a request. Returns 0 and the id, or a negative code (invalid parameters,
@@ -272,6 +298,44 @@ typedef struct inferd_stats {
 } inferd_stats;
 
 void inferd_engine_stats(inferd_engine *e, inferd_stats *st);
+
+/* ---- prefill/decode disaggregation: KV blocks between instances (thread-safe) ---- */
+
+typedef struct inferd_kv_info {
+    int32_t block_size;    /* tokens per block */
+    int32_t n_blocks;      /* pool size */
+    int32_t n_layers;
+    size_t block_bytes;    /* one block in the exchange layout (all layers, K and V) */
+    size_t layer_bytes;    /* of one layer's K (and of its V) in one block */
+    uint64_t compat_hash;  /* model (name, architecture, layers, KV heads, head dim, vocabulary),
+                              KV dtype, block size and the backend's layout: two engines
+                              exchange KV only when theirs are equal */
+    const char *compat;    /* the same facts as text (for error messages) */
+    bool supported;        /* the backend can read and write blocks */
+} inferd_kv_info;
+void inferd_kv_get_info(const inferd_engine *e, inferd_kv_info *out);
+/* Copy blocks between the KV pool and buf (n * block_bytes, block after block; each
+ * block its layers in order, each layer its K then its V). Only for blocks no step
+ * touches meanwhile: a lease's (read) or an import's (write). 0, INFERD_ERR_INVALID
+ * (an id out of range), INFERD_ERR_UNSUPPORTED. */
+int inferd_kv_read(inferd_engine *e, const int32_t *blocks, int32_t n, void *buf);
+int inferd_kv_write(inferd_engine *e, const int32_t *blocks, int32_t n, const void *buf);
+/* Give a lease's blocks back (prefill side). Unknown / expired leases are ignored. */
+void inferd_kv_release(inferd_engine *e, uint64_t lease);
+/* The answer to an import (decode side): first_token >= 0: the KV is written and this is
+ * the request's first generated token (drawn by the prefill instance with the request's
+ * sampling and seed: RNG counter 0); -1: the import failed, and recompute says whether
+ * the engine computes the prompt itself (else the request ends with
+ * INFERD_FINISH_ERROR). Unknown ids are ignored. */
+void inferd_kv_import_done(inferd_engine *e, uint64_t request_id, int32_t first_token, bool recompute);
+
+typedef struct inferd_pd_stats {
+    int32_t leases, leased_blocks; /* pinned now (prefill side) */
+    uint64_t leases_total, lease_expiries;
+    int32_t importing;             /* requests whose KV is being imported now */
+    uint64_t imports_total, import_failures, import_recomputes;
+} inferd_pd_stats;
+void inferd_pd_get_stats(inferd_engine *e, inferd_pd_stats *st);
 /* False once the engine is dead: its backend reported INFERD_ERR_DEVICE_LOST (a sticky
  * device error). Every request in flight then ended with INFERD_FINISH_ERROR and every
  * later inferd_submit returns INFERD_ERR_DEVICE_LOST; only destroying the engine (in

@@ -176,6 +176,14 @@ typedef struct backend_ops {
      * ask. Statuses as forward's. */
     int (*sample)(backend *b, const backend_sample_row *rows, int32_t n, int32_t *tokens,
                   backend_logprob *lp);
+    /* Optional (NULL: the engine cannot hand KV to another instance). Copy whole KV
+     * blocks between the pool and host memory buf in the exchange layout: block after
+     * block, each its layers in order, each layer the block's K then its V exactly as
+     * the pool stores them (backend_kv_block_bytes per block in all). write: buf ->
+     * pool, else pool -> buf. Ids are checked (IFD_ERR_INVALID). May run on any
+     * thread, concurrently with forward, for blocks no step reads or writes meanwhile
+     * (a lease's, an import's). IFD_OK or a negative status. */
+    int (*kv_rw)(backend *b, const int32_t *blocks, int32_t n, void *buf, int write);
 } backend_ops;
 
 struct backend {

@@ -112,6 +112,11 @@ static void emit(sequence *s, const int32_t *toks, int32_t n_toks,
                        .spec_accepted_tokens = s->spec_accepted,
                        .queue_s = r->t_first_sched > 0 ? r->t_first_sched - r->t_submit : 0.0,
                        .ttft_s = r->t_first_token > 0 ? r->t_first_token - r->t_submit : 0.0};
+    if (o.finished && s->index == 0 && r->pd_lease) {
+        o.kv_lease = r->pd_lease;
+        o.kv_blocks = r->pd_blocks;
+        o.n_kv_blocks = r->pd_n_blocks;
+    }
     if (r->sp.prompt_logprobs >= 0 && s->index == 0 && !r->plp_sent) {
         o.prompt_logprobs = r->plp;
         o.n_prompt_logprobs = r->plp ? r->n_prompt - 1 : 0;
@@ -130,6 +135,7 @@ static void request_unlink(inferd_engine *e, request *r) {
     for (request **pp = &e->live; *pp; pp = &(*pp)->next_all)
         if (*pp == r) {
             *pp = r->next_all;
+            e->n_live--;
             break;
         }
 }
@@ -141,6 +147,9 @@ static void seq_finish(inferd_engine *e, sequence *s, inferd_finish_reason why,
                        const inferd_token_logprob *lp, int32_t n_top) {
     request *r = s->req;
     IFD_ASSERT(n_text == 0 || text == e->text_buf); /* the flush below appends to text_buf */
+    if (r->kv_hold_ms > 0 && s->index == 0 && why != INFERD_FINISH_ABORT && why != INFERD_FINISH_ERROR &&
+        s->ss.n_computed >= r->n_prompt)
+        pd_lease_take(e, s); /* its blocks stay, pinned under a lease */
     sched_remove(&e->sch, &s->ss); /* out of its queue, blocks freed: SCHED_FINISHED */
     spec_seq_done(e, s);
     s->finish = why;
@@ -181,6 +190,8 @@ static void request_end(inferd_engine *e, request *r, inferd_finish_reason why) 
 
 static void request_abort(inferd_engine *e, request *r) { request_end(e, r, INFERD_FINISH_ABORT); }
 
+void engine_request_end(inferd_engine *e, request *r, inferd_finish_reason why) { request_end(e, r, why); }
+
 /* The scheduler gave up on s (its KV cannot be had even alone): finish it (length),
  * with its never-forked siblings if it is an n > 1 parent. r may be freed. */
 static void finish_stuck(inferd_engine *e, sequence *s) {
@@ -217,6 +228,7 @@ static void drain_inbox(inferd_engine *e) {
         in = in->next_inbox;
         r->next_all = e->live;
         e->live = r;
+        e->n_live++;
         e->cnt.prompt_tokens += (uint64_t)r->n_prompt;
         if (r->gram && !grammar_start(e, r)) {
             request_end(e, r, INFERD_FINISH_ERROR); /* r is freed */
@@ -227,14 +239,15 @@ static void drain_inbox(inferd_engine *e) {
             r->seqs[i].ss.arrival = r->arrival;
             if (i > 0) sched_add_fork(&r->seqs[0].ss, &r->seqs[i].ss);
         }
-        sched_add(&e->sch, &r->seqs[0].ss);
+        if (!pd_route(e, r)) sched_add(&e->sch, &r->seqs[0].ss);
     }
     for (int32_t i = 0; i < n_abort; i++)
         for (request *r = e->live; r; r = r->next_all)
             if (r->id == aborts[i]) {
-                request_abort(e, r);
+                if (!pd_abort(e, r)) request_abort(e, r);
                 break;
             }
+    pd_drain(e);
 }
 
 /* ---- constrained decoding ------------------------------------------------------------- */
@@ -416,6 +429,11 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
     if (s->samp.count) sampler_state_accept(&s->samp, id);
     grammar_take(e, s, id);
     if (!seq_take(e, s, id, lp, n_top)) grammar_done(e, s);
+}
+
+bool engine_seq_take(inferd_engine *e, sequence *s, int32_t id) {
+    if (s->samp.count) sampler_state_accept(&s->samp, id);
+    return seq_take(e, s, id, NULL, 0);
 }
 
 /* A verification entry (q->n_spec drafts after the fed token): each of its k + 1 rows
@@ -714,7 +732,7 @@ static int postprocess(inferd_engine *e) {
     return IFD_OK;
 }
 
-static void update_stats(inferd_engine *e) {
+void engine_update_stats(inferd_engine *e) {
     kv_stats ks;
     kv_get_stats(e->kv, &ks);
     pthread_mutex_lock(&e->mu);
@@ -742,6 +760,7 @@ static void update_stats(inferd_engine *e) {
     e->stats.spec_draft_forwards = c->spec_draft_forwards;
     e->stats.spec_device_rows = c->spec_device_rows;
     memcpy(e->stats.spec_k_hist, c->spec_k_hist, sizeof c->spec_k_hist);
+    e->pd.pub = e->pd.cnt;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -765,10 +784,12 @@ static void engine_die(inferd_engine *e) {
 static int engine_step(inferd_engine *e) {
     if (e->dead) { /* dead: nothing runs again (submit refuses, so this finds nothing new) */
         engine_die(e);
-        update_stats(e);
+        engine_update_stats(e);
         return 0;
     }
     drain_inbox(e);
+    pd_expire(e);
+    pd_admit(e);
     const int32_t hard = e->opt.max_num_batched_tokens;
     const int32_t mixed = sched_cost_budget(&e->cost, e->opt.max_step_ms, hard);
     sched_set_burst(&e->sch, e->opt.max_prefill_stall_ms > 0
@@ -819,7 +840,8 @@ static int engine_step(inferd_engine *e) {
         }
         e->cnt.steps++;
     }
-    update_stats(e);
+    pd_admit(e); /* what this step's finishes freed */
+    engine_update_stats(e);
     int live = 0;
     for (request *r = e->live; r; r = r->next_all) live++;
     return live;
@@ -832,11 +854,13 @@ int inferd_engine_step(inferd_engine *e) {
 
 /* ---- engine thread ------------------------------------------------------------------- */
 
+/* Requests that only wait for an import (its answer comes through the inbox) are no
+ * work: the loop sleeps instead of spinning on them. */
 static bool has_work(inferd_engine *e) {
     pthread_mutex_lock(&e->mu);
-    bool w = e->inbox_head != NULL || e->n_abort > 0;
+    bool w = e->inbox_head != NULL || e->n_abort > 0 || pd_has_msgs(e);
     pthread_mutex_unlock(&e->mu);
-    return w || e->live != NULL;
+    return w || e->n_live > e->pd.n_parked;
 }
 
 static void on_idle(uv_idle_t *h) {
@@ -858,6 +882,7 @@ static void on_async(uv_async_t *h) {
         while (e->live) request_abort(e, e->live);
         uv_close((uv_handle_t *)&e->async, NULL);
         uv_close((uv_handle_t *)&e->idle, NULL);
+        if (e->pd.timer_init) uv_close((uv_handle_t *)&e->pd.timer, NULL);
         return;
     }
     if (!e->idle_on && has_work(e)) {
@@ -875,6 +900,8 @@ static void engine_thread_main(void *arg) {
 static void wake(inferd_engine *e) {
     if (e->threaded) uv_async_send(&e->async);
 }
+
+void engine_wake(inferd_engine *e) { wake(e); }
 
 /* ---- public API ---------------------------------------------------------------------- */
 
@@ -1182,6 +1209,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
     }
     rng_seed(&e->seed_rng, (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)e << 16));
     e->next_id = 1;
+    pd_init(e, use);
     e->threaded = o->threaded;
     if (e->threaded) {
         uv_loop_init(&e->loop);
@@ -1201,7 +1229,7 @@ int inferd_engine_create(inferd_engine **out, const inferd_engine_options *o, ch
         }
         uv_sem_wait(&e->started);
     }
-    update_stats(e);
+    engine_update_stats(e);
     *out = e;
     return IFD_OK;
 fail:
@@ -1231,6 +1259,7 @@ void inferd_engine_destroy(inferd_engine *e) {
         request_free(r);
     }
     spec_deinit(e);
+    pd_deinit(e);
     kv_destroy(e->kv);
     backend_destroy(e->be);
     model_destroy(e->m);
@@ -1313,12 +1342,21 @@ int inferd_submit(inferd_engine *e, const inferd_request *q, uint64_t *id, char 
                         e->max_model_len);
     int rc = check_sampling(e, &q->sampling, err, err_bytes);
     if (rc) return rc;
+    if (q->kv_hold_ms < 0 || (q->kv_hold_ms > 0 && q->sampling.n != 1))
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "kv_hold_ms needs n = 1 and a duration >= 0");
+    if (q->kv_import && (q->sampling.n != 1 || q->sampling.prompt_logprobs >= 0 || q->sampling.grammar ||
+                         q->sampling.max_tokens < 1 || q->kv_hold_ms > 0))
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID,
+                        "a KV import needs n = 1, max_tokens >= 1, no prompt logprobs, no grammar, no hold");
     request *r = calloc(1, sizeof *r);
     if (!r) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "out of memory");
     r->sp = q->sampling;
     r->priority = q->priority;
     r->cb = q->cb;
     r->user = q->user;
+    r->kv_hold_ms = q->kv_hold_ms;
+    r->kv_import = q->kv_import;
+    r->kv_import_user = q->kv_import_user;
     r->n_prompt = q->n_prompt;
     r->t_submit = ifd_now_s();
     r->n_seqs = r->sp.n;

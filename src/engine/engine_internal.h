@@ -97,9 +97,48 @@ typedef struct request {
     bool forked;
     bool abort_requested;
     double t_submit, t_first_sched, t_first_token;
+    /* PD (pd.c) */
+    int32_t kv_hold_ms;        /* prefill side: pin the prompt's KV at the end (a lease) */
+    inferd_kv_import_cb kv_import; /* decode side: the prompt's KV is imported */
+    void *kv_import_user;
+    uint8_t pd;                /* PD_NONE, PD_WAIT (no seat / blocks yet), PD_HOLD (importing) */
+    bool pd_abort;             /* aborted while importing: ends when the import answers */
+    uint64_t pd_lease;         /* prefill side: the lease made at the end (final event) */
+    const int32_t *pd_blocks;
+    int32_t pd_n_blocks;
+    struct request *next_pd;   /* the queue of imports waiting for a seat and blocks */
     struct request *next_all; /* engine's list of live requests */
     struct request *next_inbox;
 } request;
+
+/* PD disaggregation's engine state (pd.c). */
+enum { PD_NONE = 0, PD_WAIT = 1, PD_HOLD = 2 };
+typedef struct pd_lease {
+    uint64_t id;
+    kv_seq kv;       /* holds the blocks (its own references) */
+    double expiry;   /* ifd_now_s() */
+} pd_lease;
+typedef struct pd_msg {
+    struct pd_msg *next;
+    uint64_t id;     /* lease (release) or request (import answer) */
+    int32_t token;   /* import answer: the first token, or -1 */
+    bool release, recompute;
+} pd_msg;
+typedef struct pd_state {
+    pd_lease *leases;
+    int32_t n_leases, cap_leases;
+    uint64_t next_lease;
+    request *wait_head, *wait_tail; /* imports waiting for a seat and blocks */
+    int32_t n_parked;      /* live requests waiting to import or importing */
+    pd_msg *msgs;          /* under mu: releases and import answers, newest first */
+    uv_timer_t timer;      /* threaded: lease expiry while leases exist */
+    bool timer_init, timer_on;
+    inferd_pd_stats cnt;   /* engine thread; published into pub by update_stats */
+    inferd_pd_stats pub;   /* under mu */
+    uint64_t compat_hash;
+    char compat[256];
+    size_t block_bytes;    /* one block, all layers, K and V */
+} pd_state;
 
 /* Speculative decoding's engine state (speculate.c). */
 typedef struct spec_state {
@@ -174,6 +213,8 @@ struct inferd_engine {
     inferd_stats cnt;     /* engine-thread counters, published into stats by update_stats */
     engine_logits_tap tap; /* engine_tap.h: prompt rows for `inferd logits`, or NULL */
     spec_state spec;      /* speculative decoding */
+    pd_state pd;          /* PD disaggregation */
+    int32_t n_live;       /* requests on the live list */
     int32_t *vtok;        /* [K + 1] one verification's emitted tokens */
     void *tap_user;
 
@@ -213,6 +254,31 @@ void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a);
 void spec_observe_step(inferd_engine *e, int32_t n_tokens, double ms);
 /* s is finished: its draft KV goes back. */
 void spec_seq_done(inferd_engine *e, sequence *s);
+
+/* engine.c, for pd.c */
+void engine_request_end(inferd_engine *e, request *r, inferd_finish_reason why);
+/* The token drawn for s (penalty state, stop checks, output event); true: s finished. */
+bool engine_seq_take(inferd_engine *e, sequence *s, int32_t id);
+void engine_wake(inferd_engine *e);
+void engine_update_stats(inferd_engine *e); /* publish the counters (inferd_engine_stats) */
+
+/* pd.c */
+void pd_init(inferd_engine *e, backend_kind kind); /* the compat hash; everything else zero */
+void pd_deinit(inferd_engine *e); /* before kv_destroy: leases' tables, messages */
+/* A request taken from the inbox: an import joins the waiting imports (true). */
+bool pd_route(inferd_engine *e, request *r);
+/* Imports that find a seat and blocks start (their callback runs); each step. */
+void pd_admit(inferd_engine *e);
+/* Releases and import answers (engine thread; called by drain_inbox). */
+void pd_drain(inferd_engine *e);
+/* An abort of r: true when pd.c took it (waiting: ended now; importing: deferred). */
+bool pd_abort(inferd_engine *e, request *r);
+/* s (choice 0 of a kv_hold request) ends: keep its blocks under a lease (request's
+ * pd_lease / pd_blocks set for the final event). */
+void pd_lease_take(inferd_engine *e, sequence *s);
+/* Leases past their expiry go back (each step; the timer while idle). */
+void pd_expire(inferd_engine *e);
+bool pd_has_msgs(inferd_engine *e); /* under mu */
 
 /* runner.c: flatten e->plan into the batch descriptor and run the forward */
 int runner_execute(inferd_engine *e);

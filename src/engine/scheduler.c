@@ -128,6 +128,7 @@ void sched_remove(sched *s, sched_seq *q) {
     case SCHED_WAITING: q_remove(&s->waiting, q); break;
     case SCHED_RUNNING: q_remove(&s->running, q); break;
     case SCHED_STUCK: q_remove(&s->stuck, q); break;
+    case SCHED_HOLDING: q_remove(&s->holding, q); break;
     default: break;
     }
     /* a pending child stays on its parent's list only while the parent lives: the
@@ -140,6 +141,40 @@ void sched_remove(sched *s, sched_seq *q) {
 }
 
 sched_seq *sched_next_stuck(sched *s) { return s->stuck.head; }
+
+int32_t sched_admit_hold(sched *s, sched_seq *q) {
+    IFD_ASSERT(q->status == SCHED_NEW && q->n_tokens == q->n_prompt && q->n_prompt > 0);
+    if (s->running.n + s->holding.n >= s->cfg.max_num_seqs) return -1;
+    if (!q->kv_ready) {
+        if (kv_seq_init(s->kv, &q->kv)) return -1;
+        q->kv_ready = true;
+    }
+    const int32_t hit = kv_match_prefix(s->kv, &q->kv, q->tokens, q->n_prompt);
+    if (!kv_can_alloc_slots(s->kv, &q->kv, q->n_prompt - hit)) {
+        const bool never = kv_blocks_needed(s->kv, &q->kv, q->n_prompt - hit) < 0;
+        kv_free(s->kv, &q->kv);
+        return never ? -2 : -1;
+    }
+    kv_alloc_slots(s->kv, &q->kv, q->n_prompt - hit);
+    q->n_computed = hit;
+    q->cached_tokens = hit;
+    q->admitted_once = true;
+    q->decodes_since_stall = s->cfg.stall_every;
+    q->admit_seq = ++s->admit_counter;
+    q->status = SCHED_HOLDING;
+    q_push_back(&s->holding, q);
+    return hit;
+}
+
+void sched_release_hold(sched *s, sched_seq *q, int32_t n_computed) {
+    IFD_ASSERT(q->status == SCHED_HOLDING && n_computed >= 0 && n_computed <= q->n_prompt);
+    q_remove(&s->holding, q);
+    if (n_computed < q->kv.n_tokens) kv_truncate(s->kv, &q->kv, n_computed);
+    q->n_computed = n_computed;
+    kv_commit(s->kv, &q->kv, q->tokens, n_computed);
+    q->status = SCHED_RUNNING;
+    q_push_back(&s->running, q);
+}
 
 /* ---- the step ------------------------------------------------------------------------ */
 
@@ -249,8 +284,9 @@ static void plan_decodes(sched *s) {
             while (victim && victim->n_scheduled && victim != q) victim = victim->prev;
             if (!victim) break;
             if (victim == q && s->running.n == 1) {
-                /* alone and still no slot: preempting itself would only repeat this */
-                give_up(s, q);
+                /* alone and still no slot: preempting itself would only repeat this;
+                 * unless imports hold blocks: they will run (and be preemptible) */
+                if (!s->holding.n) give_up(s, q);
                 skip = true;
                 break;
             }
@@ -289,7 +325,7 @@ static void plan_running_prefills(sched *s) {
 /* 3. admit waiting sequences while budget, seats and blocks last */
 static void plan_admissions(sched *s) {
     sched_plan *p = &s->plan;
-    while (s->waiting.head && p->n_tokens < p->budget && s->running.n < s->cfg.max_num_seqs) {
+    while (s->waiting.head && p->n_tokens < p->budget && s->running.n + s->holding.n < s->cfg.max_num_seqs) {
         sched_seq *q = s->waiting.head;
         if (!q->kv_ready) {
             if (kv_seq_init(s->kv, &q->kv)) break;
@@ -318,7 +354,7 @@ static void plan_admissions(sched *s) {
         q->admitted_once = true;
         plan_add(s, q, chunk);
     }
-    IFD_ASSERT(s->running.n <= s->cfg.max_num_seqs);
+    IFD_ASSERT(s->running.n + s->holding.n <= s->cfg.max_num_seqs);
 }
 
 void sched_set_burst(sched *s, int32_t tokens) { s->burst_budget = IFD_MAX(tokens, 0); }
@@ -328,7 +364,7 @@ void sched_set_burst(sched *s, int32_t tokens) { s->burst_budget = IFD_MAX(token
 static bool prefill_pending(const sched *s) {
     for (const sched_seq *q = s->running.head; q; q = q->next)
         if (n_known(q) - q->n_computed > 1) return true;
-    return s->waiting.head && s->running.n < s->cfg.max_num_seqs;
+    return s->waiting.head && s->running.n + s->holding.n < s->cfg.max_num_seqs;
 }
 
 /* Decodes are running and every one of them may be paused now. */
@@ -397,6 +433,8 @@ const sched_plan *sched_schedule(sched *s, int32_t mixed_budget) {
         schedule_once(s, mixed_budget);
         drop_unplanned_spec(s);
         if (s->plan.n_seqs > 0 || (!s->running.head && !s->waiting.head)) return &s->plan;
+        /* imports hold what is missing: wait for them to run (then they can be preempted) */
+        if (s->holding.n > 0 && s->running.n <= 1) return &s->plan;
         /* Live sequences, none plannable, and nothing planned will free blocks: make
          * room (each pass preempts or gives up one sequence, so this ends). With an
          * empty running set the waiting head was refused the whole pool. */
@@ -425,7 +463,7 @@ int32_t sched_fork(sched *s, sched_seq *q) {
         next = c->fork_next;
         c->fork_next = NULL;
         IFD_ASSERT(c->status == SCHED_FORK_PENDING);
-        bool seated = s->running.n < s->cfg.max_num_seqs;
+        bool seated = s->running.n + s->holding.n < s->cfg.max_num_seqs;
         if (seated && !c->kv_ready) {
             seated = kv_seq_init(s->kv, &c->kv) == 0;
             c->kv_ready = seated;
@@ -447,7 +485,7 @@ int32_t sched_fork(sched *s, sched_seq *q) {
         seated_n++;
     }
     q->fork_list = NULL;
-    IFD_ASSERT(s->running.n <= s->cfg.max_num_seqs);
+    IFD_ASSERT(s->running.n + s->holding.n <= s->cfg.max_num_seqs);
     return seated_n;
 }
 

@@ -36,6 +36,9 @@ typedef enum sched_status {
                                choice's prompt (on its parent's fork list) */
     SCHED_STUCK = 4,        /* in the stuck queue: the engine must finish it */
     SCHED_FINISHED = 5,     /* removed (sched_remove) */
+    SCHED_HOLDING = 6,      /* in the holding queue: a seat and blocks for its whole prompt,
+                               whose KV is being written from elsewhere (PD import); never
+                               planned nor preempted until sched_release_hold */
 } sched_status;
 
 typedef struct sched_seq sched_seq;
@@ -112,7 +115,7 @@ typedef struct sched_config {
 typedef struct sched {
     sched_config cfg;
     kv_cache *kv;
-    sched_queue waiting, running, stuck;
+    sched_queue waiting, running, stuck, holding; /* running.n + holding.n <= max_num_seqs */
     uint64_t admit_counter;
     uint64_t n_preemptions;
     uint64_t n_bursts;
@@ -173,6 +176,18 @@ void sched_commit(sched *s, sched_seq *q, int32_t n_accepted);
  * arrival) and prefill the prompt themselves later (the prefix cache serves its full
  * blocks). Returns how many were seated. The fork list is emptied. */
 int32_t sched_fork(sched *s, sched_seq *q);
+
+/* PD import. q (SCHED_NEW, its prompt in tokens, n_tokens == n_prompt) takes a seat and
+ * blocks for its whole prompt: the longest cached prefix (kv_match_prefix), fresh blocks
+ * for the rest. Returns the cached tokens (q->n_computed, a multiple of the block size)
+ * and q is SCHED_HOLDING; or -1 when no seat or too few blocks (nothing changed: call
+ * again later) or the prompt can never fit (IFD_ERR_LIMIT as -2). The caller fills the
+ * KV of positions n_computed .. n_prompt in q->kv.blocks, then calls sched_release_hold. */
+int32_t sched_admit_hold(sched *s, sched_seq *q);
+/* q (SCHED_HOLDING) joins the running set with its first n_computed tokens' KV final
+ * (n_prompt when the import succeeded, or fewer: the KV past them is dropped and the
+ * scheduler prefills the rest as usual); full blocks go into the prefix cache. */
+void sched_release_hold(sched *s, sched_seq *q, int32_t n_computed);
 
 /* Drop q's draft tokens (n_tokens -= n_spec, n_spec = 0); q must not be planned. */
 void sched_drop_spec(sched_seq *q);

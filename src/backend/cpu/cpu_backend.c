@@ -99,6 +99,28 @@ static int cpu_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, i
     return IFD_OK;
 }
 
+static int cpu_kv_rw(backend *b, const int32_t *blocks, int32_t n, void *buf, int write) {
+    cpu_backend *cb = (cpu_backend *)b;
+    const uint32_t n_layers = b->m->hp.n_layers;
+    const size_t bb = cpu_kv_block_bytes(cb);
+    for (int32_t i = 0; i < n; i++)
+        if (blocks[i] < 0 || blocks[i] >= b->cfg.n_blocks) return IFD_ERR_INVALID;
+    uint8_t *p = buf;
+    for (int32_t i = 0; i < n; i++)
+        for (uint32_t l = 0; l < n_layers; l++) {
+            uint8_t *K = cpu_kv_k(cb, l) + (size_t)blocks[i] * bb, *V = cpu_kv_v(cb, l) + (size_t)blocks[i] * bb;
+            if (write) {
+                memcpy(K, p, bb);
+                memcpy(V, p + bb, bb);
+            } else {
+                memcpy(p, K, bb);
+                memcpy(p + bb, V, bb);
+            }
+            p += 2 * bb;
+        }
+    return IFD_OK;
+}
+
 static void cpu_destroy(backend *b) {
     cpu_backend *cb = (cpu_backend *)b;
     if (!cb) return;
@@ -123,6 +145,7 @@ static const backend_ops CPU_OPS = {
     .forward = cpu_forward,
     .copy_blocks = cpu_copy_blocks,
     .destroy = cpu_destroy,
+    .kv_rw = cpu_kv_rw,
 };
 
 static float *alloc_floats(size_t n, size_t m, bool *ok) {
