@@ -320,6 +320,11 @@ void inferd_kv_get_info(const inferd_engine *e, inferd_kv_info *out);
  * (an id out of range), INFERD_ERR_UNSUPPORTED. */
 int inferd_kv_read(inferd_engine *e, const int32_t *blocks, int32_t n, void *buf);
 int inferd_kv_write(inferd_engine *e, const int32_t *blocks, int32_t n, const void *buf);
+/* Blocks first .. first + n - 1 of a live lease's (prefill side; block i holds positions
+ * i * block_size ..) into buf, safe against the lease's expiry or release meanwhile (its
+ * blocks stay until the copy is done). 0, INFERD_ERR_NOT_FOUND (no such lease, or
+ * expired or released), INFERD_ERR_INVALID (a range outside it), INFERD_ERR_UNSUPPORTED. */
+int inferd_kv_read_lease(inferd_engine *e, uint64_t lease, int32_t first, int32_t n, void *buf);
 /* Give a lease's blocks back (prefill side). Unknown / expired leases are ignored. */
 void inferd_kv_release(inferd_engine *e, uint64_t lease);
 /* The answer to an import (decode side): first_token >= 0: the KV is written and this is

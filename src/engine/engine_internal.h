@@ -117,6 +117,8 @@ typedef struct pd_lease {
     uint64_t id;
     kv_seq kv;       /* holds the blocks (its own references) */
     double expiry;   /* ifd_now_s() */
+    int32_t busy;    /* under mu: inferd_kv_read_lease calls copying its blocks */
+    bool gone;       /* under mu: released or expired while busy (dropped when idle) */
 } pd_lease;
 typedef struct pd_msg {
     struct pd_msg *next;

@@ -54,12 +54,24 @@ bool pd_has_msgs(inferd_engine *e) { return e->pd.msgs != NULL; }
 
 /* ---- prefill side: leases -------------------------------------------------------------- */
 
-static void lease_drop(inferd_engine *e, int32_t i) {
+/* Drop lease i unless a reader is copying its blocks (then it is marked and dropped by
+ * a later pd_expire). Engine thread; takes mu (readers look leases up under it). */
+static bool lease_drop(inferd_engine *e, int32_t i) {
     pd_state *pd = &e->pd;
-    pd->cnt.leases--;
-    pd->cnt.leased_blocks -= pd->leases[i].kv.n_blocks;
-    kv_seq_deinit(e->kv, &pd->leases[i].kv); /* its blocks: evictable (cached) or free */
+    pthread_mutex_lock(&e->mu);
+    pd_lease *l = &pd->leases[i];
+    if (l->busy > 0) {
+        l->gone = true; /* no new reader finds it */
+        pthread_mutex_unlock(&e->mu);
+        return false;
+    }
+    kv_seq k = l->kv;
     pd->leases[i] = pd->leases[--pd->n_leases];
+    pthread_mutex_unlock(&e->mu);
+    pd->cnt.leases--;
+    pd->cnt.leased_blocks -= k.n_blocks;
+    kv_seq_deinit(e->kv, &k); /* its blocks: evictable (cached) or free */
+    return true;
 }
 
 static void on_lease_timer(uv_timer_t *t) {
@@ -76,19 +88,23 @@ static void on_lease_timer(uv_timer_t *t) {
 void pd_lease_take(inferd_engine *e, sequence *s) {
     pd_state *pd = &e->pd;
     request *r = s->req;
+    pthread_mutex_lock(&e->mu);
     if (pd->n_leases == pd->cap_leases) {
         const int32_t cap = pd->cap_leases ? 2 * pd->cap_leases : 16;
         pd_lease *n = realloc(pd->leases, (size_t)cap * sizeof *n);
-        if (!n) return; /* no lease: the blocks are freed as usual, the event names none */
+        if (!n) { /* no lease: the blocks are freed as usual, the event names none */
+            pthread_mutex_unlock(&e->mu);
+            return;
+        }
         pd->leases = n;
         pd->cap_leases = cap;
     }
     pd_lease *l = &pd->leases[pd->n_leases++];
-    l->id = ++pd->next_lease;
-    l->kv = s->ss.kv; /* the table and its references move to the lease */
+    *l = (pd_lease){.id = ++pd->next_lease, .kv = s->ss.kv}; /* the table and its references move */
+    l->expiry = ifd_now_s() + r->kv_hold_ms * 1e-3;
+    pthread_mutex_unlock(&e->mu);
     memset(&s->ss.kv, 0, sizeof s->ss.kv);
     s->ss.kv_ready = false;
-    l->expiry = ifd_now_s() + r->kv_hold_ms * 1e-3;
     r->pd_lease = l->id;
     /* the table outlives the event (the lease is dropped on the engine thread only) */
     r->pd_blocks = l->kv.blocks;
@@ -113,11 +129,14 @@ void pd_expire(inferd_engine *e) {
     pd_state *pd = &e->pd;
     if (pd->n_leases == 0) return;
     const double now = ifd_now_s();
-    for (int32_t i = pd->n_leases - 1; i >= 0; i--)
-        if (pd->leases[i].expiry <= now) {
+    for (int32_t i = pd->n_leases - 1; i >= 0; i--) {
+        if (pd->leases[i].gone) { /* released or expired while being read */
             lease_drop(e, i);
+        } else if (pd->leases[i].expiry <= now) {
             pd->cnt.lease_expiries++;
+            lease_drop(e, i);
         }
+    }
 }
 
 static void release(inferd_engine *e, uint64_t lease) {
@@ -292,6 +311,36 @@ int inferd_kv_read(inferd_engine *e, const int32_t *blocks, int32_t n, void *buf
     if (!e->be->ops->kv_rw) return IFD_ERR_UNSUPPORTED;
     if (n < 0 || (n > 0 && (!blocks || !buf))) return IFD_ERR_INVALID;
     return e->be->ops->kv_rw(e->be, blocks, n, buf, 0);
+}
+
+int inferd_kv_read_lease(inferd_engine *e, uint64_t lease, int32_t first, int32_t n, void *buf) {
+    if (!e->be->ops->kv_rw) return IFD_ERR_UNSUPPORTED;
+    if (first < 0 || n < 0 || (n > 0 && !buf)) return IFD_ERR_INVALID;
+    int32_t ids[64];
+    pthread_mutex_lock(&e->mu);
+    pd_lease *l = NULL;
+    for (int32_t i = 0; i < e->pd.n_leases; i++)
+        if (e->pd.leases[i].id == lease && !e->pd.leases[i].gone && e->pd.leases[i].expiry > ifd_now_s())
+            l = &e->pd.leases[i];
+    if (!l || first > l->kv.n_blocks || n > l->kv.n_blocks - first) {
+        pthread_mutex_unlock(&e->mu);
+        return l ? IFD_ERR_INVALID : IFD_ERR_NOT_FOUND;
+    }
+    l->busy++;
+    const int32_t *blocks = l->kv.blocks + first; /* the table stays while busy */
+    pthread_mutex_unlock(&e->mu);
+    int rc = IFD_OK;
+    char *p = buf;
+    for (int32_t k = 0; k < n && rc == IFD_OK; k += 64) {
+        const int32_t m = n - k < 64 ? n - k : 64;
+        memcpy(ids, blocks + k, (size_t)m * sizeof(int32_t));
+        rc = e->be->ops->kv_rw(e->be, ids, m, p + (size_t)k * e->pd.block_bytes, 0);
+    }
+    pthread_mutex_lock(&e->mu);
+    for (int32_t i = 0; i < e->pd.n_leases; i++)
+        if (e->pd.leases[i].id == lease) e->pd.leases[i].busy--;
+    pthread_mutex_unlock(&e->mu);
+    return rc;
 }
 
 int inferd_kv_write(inferd_engine *e, const int32_t *blocks, int32_t n, const void *buf) {

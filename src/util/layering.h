@@ -20,7 +20,10 @@
  *   backend    model, util   (its kernels, backend/cpu/ and backend/cuda/: the backend only)
  *   engine     backend, model, tokenizer, template, grammar, util   (backend.h, never a kernel,
  *              never the server; the template room for inferd.h's chat-template call)
- *   server     tokenizer, template, grammar, model, util  (+ the engine through include/inferd.h,
+ *   kvx        util                   (KV transfer between instances: transports that move
+ *                                      block lists; the engine's pool is reached through
+ *                                      callbacks the server gives, never directly)
+ *   server     tokenizer, template, grammar, kvx, model, util  (+ the engine through include/inferd.h,
  *              and its one door engine/engine_model.h: the engine's model, read-only)
  *   cli        everything (src/main.c too)
  *
@@ -35,6 +38,7 @@
 #define IFD_MAY_USE_GRAMMAR 0
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0
+#define IFD_MAY_USE_KVX 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
 #define IFD_MAY_USE_KERNELS 0
@@ -46,6 +50,7 @@
 #define IFD_MAY_USE_GRAMMAR 0
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0
+#define IFD_MAY_USE_KVX 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
 #define IFD_MAY_USE_KERNELS 0
@@ -57,6 +62,7 @@
 #define IFD_MAY_USE_GRAMMAR 0
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0
+#define IFD_MAY_USE_KVX 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
 #define IFD_MAY_USE_KERNELS 0
@@ -68,6 +74,7 @@
 #define IFD_MAY_USE_GRAMMAR 0
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0
+#define IFD_MAY_USE_KVX 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
 #define IFD_MAY_USE_KERNELS 0
@@ -79,6 +86,7 @@
 #define IFD_MAY_USE_GRAMMAR 1
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0
+#define IFD_MAY_USE_KVX 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
 #define IFD_MAY_USE_KERNELS 0
@@ -90,6 +98,7 @@
 #define IFD_MAY_USE_GRAMMAR 0
 #define IFD_MAY_USE_BACKEND 1
 #define IFD_MAY_USE_ENGINE 0
+#define IFD_MAY_USE_KVX 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
 #define IFD_MAY_USE_KERNELS 1
@@ -101,10 +110,23 @@
 #define IFD_MAY_USE_GRAMMAR 1
 #define IFD_MAY_USE_BACKEND 1
 #define IFD_MAY_USE_ENGINE 1
+#define IFD_MAY_USE_KVX 0
 #define IFD_MAY_USE_SERVER 0
 #define IFD_MAY_USE_CLI 0
 #define IFD_MAY_USE_KERNELS 0
 #define IFD_MAY_USE_ENGINE_MODEL 1
+#elif defined(IFD_ROOM_KVX)
+#define IFD_MAY_USE_MODEL 0
+#define IFD_MAY_USE_TOKENIZER 0
+#define IFD_MAY_USE_TEMPLATE 0
+#define IFD_MAY_USE_GRAMMAR 0
+#define IFD_MAY_USE_BACKEND 0
+#define IFD_MAY_USE_ENGINE 0
+#define IFD_MAY_USE_KVX 1
+#define IFD_MAY_USE_SERVER 0
+#define IFD_MAY_USE_CLI 0
+#define IFD_MAY_USE_KERNELS 0
+#define IFD_MAY_USE_ENGINE_MODEL 0
 #elif defined(IFD_ROOM_SERVER)
 #define IFD_MAY_USE_MODEL 1
 #define IFD_MAY_USE_TOKENIZER 1
@@ -123,6 +145,7 @@
 #define IFD_MAY_USE_GRAMMAR 1
 #define IFD_MAY_USE_BACKEND 1
 #define IFD_MAY_USE_ENGINE 1
+#define IFD_MAY_USE_KVX 1
 #define IFD_MAY_USE_SERVER 1
 #define IFD_MAY_USE_CLI 1
 #define IFD_MAY_USE_KERNELS 1

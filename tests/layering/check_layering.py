@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOMS = ["UTIL", "MODEL", "TOKENIZER", "TEMPLATE", "GRAMMAR", "BACKEND", "ENGINE", "SERVER", "CLI"]
+ROOMS = ["UTIL", "MODEL", "TOKENIZER", "TEMPLATE", "GRAMMAR", "BACKEND", "ENGINE", "KVX", "SERVER", "CLI"]
 # backend/cpu/ and backend/cuda/ headers: a room of their own for includes (layering.h)
 KERNEL_DIRS = {("backend", "cpu"), ("backend", "cuda")}
 

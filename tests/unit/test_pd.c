@@ -163,14 +163,19 @@ static void disaggregated(inferd_engine *P, inferd_engine *D, const int32_t *p, 
     const int32_t b0 = im.n_cached / ki.block_size, nb = im.n_blocks - b0;
     if (h == OK_ || h == ABORT_) {
         char *buf = malloc((size_t)(nb > 0 ? nb : 1) * ki.block_bytes);
-        CHECK(inferd_kv_read(P, pre.blocks + b0, nb, buf) == 0);
+        CHECK(inferd_kv_read_lease(P, pre.lease, b0, nb, buf) == 0);
         CHECK(inferd_kv_write(D, im.blocks + b0, nb, buf) == 0);
+        CHECK(inferd_kv_read_lease(P, pre.lease, b0, nb + 1, buf) == INFERD_ERR_INVALID);
         free(buf);
     }
     inferd_kv_release(P, pre.lease);
     inferd_engine_step(P);
     inferd_pd_get_stats(P, &ps);
     CHECK(ps.leases == 0 && ps.leased_blocks == 0);
+    {
+        char one[1];
+        CHECK(inferd_kv_read_lease(P, pre.lease, 0, 0, one) == INFERD_ERR_NOT_FOUND);
+    }
     if (h == ABORT_) {
         inferd_abort(D, id);
         inferd_engine_step(D);
