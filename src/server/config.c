@@ -204,6 +204,27 @@ static const cfg_opt OPTS[] = {
      "reasoning models: the thinking goes to message.reasoning_content (and .reasoning), the rest is content: "
      "think splits at <think>…</think> (Qwen3, QwQ, DeepSeek-R1 distills), auto when the chat template writes "
      "<think>, none never"},
+    {"role", NULL, S, CFG_ENUM, O(role), "both", 0, 0, "both|prefill|decode", false,
+     "prefill/decode disaggregation: both (colocated), prefill (computes prompts for decode instances and "
+     "serves their KV on --pd-kv-port), decode (prefills on the --pd-prefill instances and decodes)"},
+    {"pd-prefill", NULL, S, CFG_STR, O(pd_prefill), NULL, 0, 0, NULL, false,
+     "decode role: the prefill instances' KV endpoints, host:port,host:port,..."},
+    {"pd-kv-host", NULL, S, CFG_STR, O(pd_kv_host), NULL, 0, 0, NULL, false,
+     "prefill role: the address of the KV endpoint (default --host); it has no authentication: keep it on a "
+     "private network"},
+    {"pd-kv-port", NULL, S, CFG_INT, O(pd_kv_port), "0", 0, 65535, NULL, false,
+     "prefill role: the port of the KV endpoint (0 = --port + 1)"},
+    {"pd-lease-ms", NULL, S, CFG_INT, O(pd_lease_ms), "10000", 10, 3600000, NULL, false,
+     "prefill role: how long a prefilled prompt's KV blocks stay pinned for the decode instance to read"},
+    {"pd-local-threshold", NULL, S, CFG_INT, O(pd_local_threshold), "32", 0, 1 << 30, NULL, false,
+     "decode role: prompts of fewer tokens (not cached) are prefilled locally"},
+    {"pd-on-kv-failure", NULL, S, CFG_ENUM, O(pd_on_kv_failure), "recompute", 0, 0, "fail|recompute|retry", false,
+     "decode role, when a remote prefill or its KV transfer fails: fail (the request ends with an error), "
+     "recompute (prefill locally: the same output), retry (another prefill instance, then an error)"},
+    {"pd-transport", NULL, S, CFG_ENUM, O(pd_transport), "tcp", 0, 0, "tcp|ucx", false,
+     "how KV moves between instances"},
+    {"pd-workers", NULL, S, CFG_INT, O(pd_workers), "4", 1, 256, NULL, false,
+     "decode role: concurrent remote prefills and transfers"},
     {"responses-store-ttl", NULL, S, CFG_FLOAT, O(responses_store_ttl_s), "3600", 0, 1e9, NULL, false,
      "seconds a stored response is kept after its last use (0 = no expiry)"},
     {"template-timeout", NULL, S, CFG_FLOAT, O(template_timeout_s), "2", 0.01, 600, NULL, false,

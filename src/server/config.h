@@ -43,6 +43,9 @@ typedef enum max_tokens_policy {
     MAXTOK_REJECT = 1, /* ... or answered 400 context_length_exceeded */
 } max_tokens_policy;
 
+typedef enum pd_role { PD_ROLE_BOTH = 0, PD_ROLE_PREFILL = 1, PD_ROLE_DECODE = 2 } pd_role;
+typedef enum pd_failure { PD_FAIL = 0, PD_RECOMPUTE = 1, PD_RETRY = 2 } pd_failure;
+
 typedef enum reasoning_parser {
     REASONING_AUTO = 0, /* <think>…</think> when the chat template writes <think> */
     REASONING_NONE = 1, /* the output is content, whatever it holds */
@@ -90,6 +93,16 @@ typedef struct server_config {
     int64_t responses_store_max_bytes;
     double responses_store_ttl_s;
     int64_t reasoning_parser; /* reasoning_parser */
+    /* prefill/decode disaggregation (pd.c) */
+    int64_t role;             /* pd_role */
+    char *pd_prefill;
+    char *pd_kv_host;
+    int64_t pd_kv_port;
+    int64_t pd_lease_ms;
+    int64_t pd_local_threshold;
+    int64_t pd_on_kv_failure; /* pd_failure */
+    int64_t pd_transport;     /* 0 tcp, 1 ucx */
+    int64_t pd_workers;
     /* chat template rendering limits */
     double template_timeout_s;
     int64_t template_max_bytes;

@@ -2,6 +2,7 @@
  * output callback, aborts and the watcher thread. See gen.h for threads/lifetime. */
 #define _GNU_SOURCE
 #include "gen.h"
+#include "pd.h"
 #include "structured.h"
 #include "reasoning.h"
 #include "chat.h"
@@ -379,10 +380,12 @@ int gen_start(server *s, oai_request *r, struct httpd_conn *conn, double t_arriv
         }
         er.cb = on_output;
         er.user = &g->subs[i];
+        pd_route_request(s, &er); /* decode role: the prompt is prefilled elsewhere */
         gen_ref(g); /* the engine's, dropped at the sub's last final event */
         uint64_t id = 0;
         rc = inferd_submit(s->engine, &er, &id, err, sizeof err);
         if (rc) {
+            pd_job_cancel(&er);
             gen_unref(g);
             break;
         }

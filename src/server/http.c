@@ -5,6 +5,7 @@
  * into, rendered by rsp_out.c), and the one place errors become HTTP responses. Runs on
  * the httpd I/O threads. */
 #include "http.h"
+#include "pd.h"
 #include "structured.h"
 
 #include <ctype.h>
@@ -274,6 +275,17 @@ static int ep_ready(http_req *hr) {
     return http_errorf(hr, 503, "model_load_failed", NULL, "Not ready: the model failed to load.");
 }
 
+/* GET /pd/metadata: this instance's role and KV compatibility (a prefill instance's is
+ * what decode instances must match); 404 for role both. */
+static int ep_pd_meta(http_req *hr) {
+    sbuf b = {0};
+    if (!pd_metadata(hr->s, &b)) {
+        sbuf_free(&b);
+        return http_errorf(hr, 404, "not_found", NULL, "This instance is not disaggregated (--role both).");
+    }
+    return respond_json(hr, &b);
+}
+
 static int ep_metrics(http_req *hr) {
     server *s = hr->s;
     inferd_stats st;
@@ -281,6 +293,7 @@ static int ep_metrics(http_req *hr) {
     if (up) inferd_engine_stats(s->engine, &st);
     sbuf b = {0};
     metrics_render(s->metrics, up ? &st : NULL, &b);
+    if (up) pd_metrics(s, &b);
     if (s->grammars) { /* structured outputs: compiled grammars served from the cache */
         int64_t hits = 0, compiles = 0;
         so_cache_stats(s->grammars, &hits, &compiles);
@@ -633,6 +646,7 @@ static const route ROUTES[] = {
     {"/health", "GET", ep_health, true, false, true, false, true},
     {"/health/ready", "GET", ep_ready, true, false, true, false, true},
     {"/metrics", "GET", ep_metrics, false, false, true, false, true},
+    {"/pd/metadata", "GET", ep_pd_meta, false, true, true, false, true},
 };
 
 static bool route_matches(const route *r, const char *url, size_t n) {

@@ -13,6 +13,7 @@
  * errors within ~2 s (then they are aborted), and serve returns 1 so that the
  * supervisor (systemd Restart=, docker --restart) starts a fresh process. */
 #include "server.h"
+#include "pd.h"
 #include "structured.h"
 
 #include <errno.h>
@@ -137,6 +138,7 @@ static void *loader_main(void *arg) {
     }
     free(tmpl);
     tmpl = NULL;
+    if (pd_start(s, err, sizeof err)) goto fail;
     atomic_store(&s->state, SRV_READY);
     char fields[1024];
     snprintf(fields, sizeof fields,
@@ -153,6 +155,7 @@ fail:
 }
 
 static void server_deinit(server *s) {
+    pd_stop(s); /* its imports answered and its KV endpoint closed before the engine goes */
     if (s->engine) inferd_engine_destroy(s->engine);
     chat_destroy(s->chat);
     metrics_destroy(s->metrics);

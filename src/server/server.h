@@ -64,6 +64,7 @@ typedef struct server {
 
     struct rsp_store *responses; /* finished /v1/responses (rsp.h; thread-safe) */
     struct so_cache *grammars;   /* compiled structured-output grammars (structured.h) */
+    struct pd_server *pd;        /* prefill/decode disaggregation (pd.h), or NULL (role both) */
 
     pthread_mutex_t clients_mu; /* per-client concurrent generations (http.c) */
     struct client_slot *clients;

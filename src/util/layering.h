@@ -134,6 +134,7 @@
 #define IFD_MAY_USE_GRAMMAR 1
 #define IFD_MAY_USE_BACKEND 0
 #define IFD_MAY_USE_ENGINE 0 /* the engine's own headers; include/inferd.h is open to all */
+#define IFD_MAY_USE_KVX 1
 #define IFD_MAY_USE_SERVER 1
 #define IFD_MAY_USE_CLI 0
 #define IFD_MAY_USE_KERNELS 0
