@@ -224,7 +224,14 @@ static int on_call(void *user, const char *req, size_t n, char **reply, size_t *
         pthread_mutex_destroy(&w.mu);
         pthread_cond_destroy(&w.cv);
     } else {
-        snprintf(out, sizeof out, "{\"error\":\"bad prefill call: %s\"}", bad);
+        sbuf b = {0};
+        sbuf_puts(&b, "{\"error\":");
+        char msg[256];
+        snprintf(msg, sizeof msg, "bad prefill call: %s", bad);
+        sbuf_json_str(&b, msg, strlen(msg));
+        sbuf_puts(&b, "}");
+        snprintf(out, sizeof out, "%s", b.oom ? "{\"error\":\"out of memory\"}" : sbuf_cstr(&b));
+        sbuf_free(&b);
     }
     free(ids);
     free(bias);

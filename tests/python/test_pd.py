@@ -1,0 +1,317 @@
+"""Prefill/decode disaggregation (issue 13) with real `inferd serve` processes over TCP.
+
+- greedy and seeded outputs of a decode instance that prefills on a prefill instance are
+  those of a colocated instance, for prompts of 1, 15, 16, 17 and 33 tokens (Shakespeare)
+  and 1000 tokens (a random-weight model with a 2k context), again with prefix-cache hits,
+  streamed and not;
+- failure policy: a prefill instance that dies in the middle of a call (a fake one that
+  shakes hands, takes the call and closes) gives `fail` an SSE error event then [DONE],
+  and `recompute` the colocated output; the decode pool returns to its baseline;
+- a real prefill instance killed with SIGKILL under load: with `recompute` every request
+  still ends with the colocated output;
+- a decode instance that vanishes after its call (a fake client that never reads or
+  releases): the prefill instance's pinned blocks return to 0 once the lease expires;
+- the KV endpoint refuses an incompatible handshake (naming both sides), closes on
+  garbage and on a bad call, and stays up.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from server_util import Server, free_port, sse_events
+
+MAGIC = 0x3158564B
+F_HELLO, F_HELLO_OK, F_ERROR, F_CALL, F_REPLY, F_READ, F_DATA, F_RELEASE = range(1, 9)
+
+
+def frame(t: int, payload: bytes) -> bytes:
+    return struct.pack("<IIQ", MAGIC, t, len(payload)) + payload
+
+
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            raise ConnectionError("closed")
+        b += c
+    return b
+
+
+def recv_frame(s: socket.socket):
+    magic, t, n = struct.unpack("<IIQ", recv_exact(s, 16))
+    assert magic == MAGIC
+    return t, recv_exact(s, n)
+
+
+def hello(compat_hash: int, block_bytes: int, compat: bytes = b"test") -> bytes:
+    return struct.pack("<QQQ", compat_hash, 1, block_bytes) + compat.ljust(256, b"\0")
+
+
+def complete(srv: Server, prompt, max_tokens=24, seed=None, stream=False):
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0 if seed is None else 0.9,
+            "ignore_eos": True}
+    if seed is not None:
+        body["seed"] = seed
+        body["top_p"] = 0.95
+    if not stream:
+        st, d = srv.json("POST", "/v1/completions", body)
+        assert st == 200, d
+        return d["choices"][0]["text"]
+    body["stream"] = True
+    c = srv.connection()
+    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200
+    evs = sse_events(r)
+    c.close()
+    assert evs[-1] == "[DONE]"
+    return "".join(json.loads(e)["choices"][0]["text"] for e in evs[:-1] if json.loads(e).get("choices"))
+
+
+def prompt_ids(n: int, salt: int, vocab: int) -> list[int]:
+    out, s = [], 77 + salt
+    for i in range(n):
+        s = (s * 6364136223846793005 + 1442695040888963407) % 2**64
+        out.append(1 if i == 0 else 3 + (s >> 33) % (vocab - 3))
+    return out
+
+
+def wait_metric(srv: Server, name: str, value: float, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while srv.metrics().get(name) != value:
+        if time.time() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def trio(model_args: list[str], model="default", decode_args=()):
+    kvp = free_port()
+    kw = {} if model == "default" else {"model": model}
+    p = Server("--role", "prefill", "--pd-kv-port", str(kvp), *model_args, **kw)
+    d = Server("--role", "decode", "--pd-prefill", f"127.0.0.1:{kvp}", "--pd-local-threshold", "0",
+               *decode_args, *model_args, **kw)
+    c = Server(*model_args, **kw)
+    return p, d, c
+
+
+@pytest.mark.parametrize("shape", ["shakespeare", "tiny"])
+def test_identical(shape):
+    if shape == "shakespeare":
+        args, model, lens, vocab = [], "default", [1, 15, 16, 17, 33], 1000
+    else:
+        args, model, lens, vocab = ["--random-weights", "tiny", "--random-weights-seed", "3"], None, [1000], 500
+    p, d, c = trio(args, model)
+    try:
+        n_req = 0
+        for n in lens:
+            ids = prompt_ids(n, n, vocab)
+            half = ids[: n // 2] + prompt_ids(n - n // 2, 999, vocab)
+            for seed in (None, 7):
+                ref = complete(c, ids, seed=seed)
+                assert complete(d, ids, seed=seed) == ref, (n, seed, "cold")
+                assert complete(d, ids, seed=seed) == ref, (n, seed, "cached")  # hits on both sides
+                assert complete(d, ids, seed=seed, stream=True) == ref, (n, seed, "stream")
+                assert complete(d, half, seed=seed) == complete(c, half, seed=seed), (n, seed, "half")
+                n_req += 4
+        m = d.metrics()
+        assert m["inferd_pd_remote_prefills_total"] == n_req
+        assert m["inferd_pd_kv_failures_total"] == 0
+        assert m["inferd_pd_kv_transfer_bytes_total"] > 0
+        assert wait_metric(d, "inferd_kv_blocks_used", 0, 5)
+        assert wait_metric(p, "inferd_pd_pinned_blocks", 0, 5)
+        mp = p.metrics()
+        assert mp["inferd_pd_leases_total"] == n_req and mp["inferd_pd_pinned_blocks"] == 0
+        st, meta = p.json("GET", "/pd/metadata")
+        assert st == 200 and meta["role"] == "prefill" and int(meta["compat_hash"]) > 0
+        st, meta_d = d.json("GET", "/pd/metadata")
+        assert st == 200 and meta_d["compat_hash"] == meta["compat_hash"]
+        st, _ = c.json("GET", "/pd/metadata")
+        assert st == 404
+    finally:
+        for s in (p, d, c):
+            s.stop()
+
+
+class FakePrefill:
+    """A KV endpoint that shakes hands (echoing the decode side's hello), takes one call
+    and closes: a prefill instance dying in the middle of a call."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.calls = 0
+        self.stop = False
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                t, h = recv_frame(s)
+                assert t == F_HELLO
+                s.sendall(frame(F_HELLO_OK, h))
+                t, _ = recv_frame(s)
+                if t == F_CALL:
+                    self.calls += 1
+            except (ConnectionError, AssertionError, struct.error):
+                pass
+            s.close()
+
+    def close(self):
+        self.stop = True
+        self.sock.close()
+
+
+@pytest.mark.parametrize("policy", ["fail", "recompute"])
+def test_prefill_dies_mid_call(policy):
+    fake = FakePrefill()
+    d = Server("--role", "decode", "--pd-prefill", f"127.0.0.1:{fake.port}", "--pd-local-threshold", "0",
+               "--pd-on-kv-failure", policy)
+    c = Server()
+    try:
+        ids = prompt_ids(40, 1, 1000)
+        base = d.metrics()["inferd_kv_blocks_used"]
+        if policy == "fail":
+            body = {"prompt": ids, "max_tokens": 8, "stream": True, "temperature": 0}
+            conn = d.connection()
+            conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            evs = sse_events(r)
+            conn.close()
+            assert evs[-1] == "[DONE]"
+            assert any("error" in json.loads(e) for e in evs[:-1]), evs
+            time.sleep(1.2)  # the failed peer is left alone for a second (local prefills meanwhile)
+            st, dd = d.json("POST", "/v1/completions", {"prompt": ids, "max_tokens": 8, "temperature": 0})
+            assert st >= 500 and "error" in dd, (st, dd)
+        else:
+            for seed in (None, 3):
+                assert complete(d, ids, seed=seed) == complete(c, ids, seed=seed)
+                time.sleep(1.2)  # the failed peer is tried again after a second
+            assert d.metrics()["inferd_pd_recomputes_total"] == 2
+        assert fake.calls >= 1
+        assert wait_metric(d, "inferd_kv_blocks_used", base, 5)
+        m = d.metrics()
+        assert m["inferd_pd_kv_failures_total"] >= 1
+        assert d.request("GET", "/health/ready")[0] == 200
+    finally:
+        fake.close()
+        d.stop()
+        c.stop()
+
+
+def test_prefill_killed_under_load():
+    p, d, c = trio([], decode_args=("--pd-on-kv-failure", "recompute"))
+    try:
+        prompts = [prompt_ids(180, k, 1000) for k in range(12)]
+        refs = [complete(c, q, max_tokens=16) for q in prompts]
+        with ThreadPoolExecutor(12) as ex:
+            futs = [ex.submit(complete, d, q, 16) for q in prompts]
+            time.sleep(0.05)
+            p.kill()  # SIGKILL, whatever it is doing
+            outs = [f.result(timeout=120) for f in futs]
+        assert outs == refs
+        assert wait_metric(d, "inferd_kv_blocks_used", 0, 5)
+        m = d.metrics()
+        assert m["inferd_pd_remote_prefills_total"] + m["inferd_pd_recomputes_total"] + \
+            m["inferd_pd_local_prefills_total"] >= 12
+        # afterwards, with no prefill instance: local prefill, same output
+        assert complete(d, prompts[0], max_tokens=16) == refs[0]
+    finally:
+        for s in (p, d, c):
+            s.stop()
+
+
+def test_decode_vanishes_lease_expires():
+    kvp = free_port()
+    p = Server("--role", "prefill", "--pd-kv-port", str(kvp), "--pd-lease-ms", "1500")
+    try:
+        st, meta = p.json("GET", "/pd/metadata")
+        assert st == 200 and meta["kv_port"] == kvp
+        ch, bb = int(meta["compat_hash"]), meta["block_bytes"]
+        # a decode client that calls, reads half, and vanishes without releasing
+        s = socket.create_connection(("127.0.0.1", kvp))
+        s.sendall(frame(F_HELLO, hello(ch, bb)))
+        t, h = recv_frame(s)
+        assert t == F_HELLO_OK and struct.unpack("<Q", h[:8])[0] == ch
+        s.sendall(frame(F_CALL, json.dumps({"prompt": prompt_ids(100, 5, 1000),
+                                            "sampling": {"temperature": 0}}).encode()))
+        t, r = recv_frame(s)
+        assert t == F_REPLY
+        rep = json.loads(r)
+        assert rep["n_blocks"] == 7 and rep["token"] >= 0
+        s.sendall(frame(F_READ, struct.pack("<Qii", int(rep["lease"]), 0, 2)))
+        t, data = recv_frame(s)
+        assert t == F_DATA and len(data) == 2 * bb
+        s.sendall(frame(F_READ, struct.pack("<Qii", int(rep["lease"]), 5, 3)))  # past the lease
+        t, data = recv_frame(s)
+        assert t == F_ERROR and b"read" in data, data
+        assert wait_metric(p, "inferd_pd_pinned_blocks", 7, 5)  # the engine publishes after its step
+        s.close()  # gone, no release
+        deadline = time.time() + 10
+        while p.metrics()["inferd_pd_pinned_blocks"] != 0 and time.time() < deadline:
+            time.sleep(0.05)
+        assert wait_metric(p, "inferd_kv_blocks_used", 0, 5)
+        m = p.metrics()
+        assert m["inferd_pd_pinned_blocks"] == 0 and m["inferd_pd_lease_expiries_total"] == 1
+        # the expired lease reads as gone
+        s = socket.create_connection(("127.0.0.1", kvp))
+        s.sendall(frame(F_HELLO, hello(ch, bb)))
+        assert recv_frame(s)[0] == F_HELLO_OK
+        s.sendall(frame(F_READ, struct.pack("<Qii", int(rep["lease"]), 0, 1)))
+        t, data = recv_frame(s)
+        assert t == F_ERROR and b"no such lease" in data
+        s.close()
+    finally:
+        p.stop()
+
+
+def test_kv_endpoint_hostile():
+    kvp = free_port()
+    p = Server("--role", "prefill", "--pd-kv-port", str(kvp))
+    try:
+        st, meta = p.json("GET", "/pd/metadata")
+        ch, bb = int(meta["compat_hash"]), meta["block_bytes"]
+        # incompatible: refused, naming both sides
+        s = socket.create_connection(("127.0.0.1", kvp))
+        s.sendall(frame(F_HELLO, hello(ch ^ 1, bb, b"model=other")))
+        t, data = recv_frame(s)
+        assert t == F_ERROR and b"incompatible" in data and b"model=other" in data and b"layers=" in data
+        s.close()
+        # garbage, a huge frame, a call before the handshake, a bad call: closed, still up
+        for junk in (b"GET / HTTP/1.1\r\n\r\n" * 3, struct.pack("<IIQ", MAGIC, F_CALL, 2**62),
+                     frame(F_CALL, b"{}"), frame(99, b"x")):
+            s = socket.create_connection(("127.0.0.1", kvp))
+            s.settimeout(10)
+            s.sendall(junk)
+            assert s.recv(100) == b""  # closed at once
+            s.close()
+        s = socket.create_connection(("127.0.0.1", kvp))
+        s.sendall(frame(F_HELLO, hello(ch, bb)))
+        assert recv_frame(s)[0] == F_HELLO_OK
+        for bad in (b"not json", b'{"prompt":"x"}', b'{"prompt":[1,999999]}', b'{"prompt":[]}',
+                    b'{"prompt":[1,2],"sampling":{"temperature":"hot"}}'):
+            s.sendall(frame(F_CALL, bad))
+            t, r = recv_frame(s)
+            assert t == F_REPLY and "error" in json.loads(r), r
+        s.sendall(frame(F_READ, struct.pack("<Qii", 12345, 0, 1)))
+        t, data = recv_frame(s)
+        assert t == F_ERROR and b"no such lease" in data
+        s.close()
+        assert p.request("GET", "/health/ready")[0] == 200
+        assert p.metrics()["inferd_pd_pinned_blocks"] == 0
+    finally:
+        p.stop()
