@@ -293,7 +293,10 @@ static int ep_metrics(http_req *hr) {
     if (up) inferd_engine_stats(s->engine, &st);
     sbuf b = {0};
     metrics_render(s->metrics, up ? &st : NULL, &b);
-    if (up) pd_metrics(s, &b);
+    if (up) {
+        pd_metrics(s, &b);
+        metrics_render_vllm(&st, s->names[0], (int32_t)s->cfg.block_size, &b);
+    }
     if (s->grammars) { /* structured outputs: compiled grammars served from the cache */
         int64_t hits = 0, compiles = 0;
         so_cache_stats(s->grammars, &hits, &compiles);

@@ -192,3 +192,34 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
         sbuf_printf(o, "%s_sum %.9g\n%s_count %llu\n", name, sum, name, (unsigned long long)count);
     }
 }
+
+void metrics_render_vllm(const inferd_stats *st, const char *model, int32_t block_size, sbuf *o) {
+    /* what routers read from vLLM (the Gateway API Inference Extension's endpoint picker,
+     * llm-d's scorers): the same gauges under vLLM's names, labelled by model_name */
+    sbuf lbl = {0};
+    sbuf_puts(&lbl, "{model_name=");
+    sbuf_json_str(&lbl, model, strlen(model)); /* a JSON string is a valid label value */
+    sbuf_puts(&lbl, "}");
+    const char *l = sbuf_cstr(&lbl);
+    const double usage = st->kv_blocks_total ? (double)st->kv_blocks_used / st->kv_blocks_total : 0.0;
+    head(o, "vllm:num_requests_running", "gauge", "Requests running (alias of inferd_num_requests_running).");
+    sbuf_printf(o, "vllm:num_requests_running%s %d\n", l, st->running);
+    head(o, "vllm:num_requests_waiting", "gauge", "Requests waiting (alias of inferd_num_requests_waiting).");
+    sbuf_printf(o, "vllm:num_requests_waiting%s %d\n", l, st->waiting);
+    head(o, "vllm:kv_cache_usage_perc", "gauge", "KV cache usage, 1 = full (alias of inferd_kv_cache_usage_ratio).");
+    sbuf_printf(o, "vllm:kv_cache_usage_perc%s %.17g\n", l, usage);
+    head(o, "vllm:gpu_cache_usage_perc", "gauge", "KV cache usage, 1 = full (vLLM's older name).");
+    sbuf_printf(o, "vllm:gpu_cache_usage_perc%s %.17g\n", l, usage);
+    head(o, "vllm:cache_config_info", "gauge", "KV cache configuration (labels).");
+    sbuf_printf(o, "vllm:cache_config_info{block_size=\"%d\",num_gpu_blocks=\"%d\",model_name=", block_size,
+                st->kv_blocks_total);
+    sbuf_json_str(o, model, strlen(model));
+    sbuf_puts(o, "} 1\n");
+    head(o, "vllm:prompt_tokens_total", "counter", "Prompt tokens processed.");
+    sbuf_printf(o, "vllm:prompt_tokens_total%s %llu\n", l, (unsigned long long)st->prompt_tokens);
+    head(o, "vllm:generation_tokens_total", "counter", "Tokens generated.");
+    sbuf_printf(o, "vllm:generation_tokens_total%s %llu\n", l, (unsigned long long)st->generated_tokens);
+    head(o, "vllm:num_preemptions_total", "counter", "Sequences preempted.");
+    sbuf_printf(o, "vllm:num_preemptions_total%s %llu\n", l, (unsigned long long)st->preemptions);
+    sbuf_free(&lbl);
+}

@@ -55,5 +55,9 @@ void metrics_http(metrics *m, int status);
 void metrics_rejected(metrics *m, const char *code); /* admission: server_overloaded, ... */
 /* Append the whole exposition; st is NULL while the engine is not up. */
 void metrics_render(metrics *m, const inferd_stats *st, sbuf *out);
+/* vLLM's names for the gauges routers read (vllm:num_requests_running / _waiting,
+ * vllm:kv_cache_usage_perc and the older vllm:gpu_cache_usage_perc, vllm:cache_config_info),
+ * labelled model_name. */
+void metrics_render_vllm(const inferd_stats *st, const char *model, int32_t block_size, sbuf *out);
 
 #endif

@@ -312,6 +312,13 @@ def test_kv_endpoint_hostile():
         assert t == F_ERROR and b"no such lease" in data
         s.close()
         assert p.request("GET", "/health/ready")[0] == 200
-        assert p.metrics()["inferd_pd_pinned_blocks"] == 0
+        m = p.metrics()
+        assert m["inferd_pd_pinned_blocks"] == 0
+        # what routers read (vLLM's names): the same values as ours
+        lbl = '{model_name="shakespeare-target.gguf"}'
+        assert m["vllm:num_requests_running" + lbl] == m["inferd_num_requests_running"]
+        assert m["vllm:num_requests_waiting" + lbl] == m["inferd_num_requests_waiting"]
+        assert m["vllm:kv_cache_usage_perc" + lbl] == m["inferd_kv_cache_usage_ratio"]
+        assert m["vllm:gpu_cache_usage_perc" + lbl] == m["inferd_kv_cache_usage_ratio"]
     finally:
         p.stop()
