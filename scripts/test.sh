@@ -21,7 +21,7 @@ INFERD_BIN=$PWD/build/inferd $PY -m pytest -q tests/python
 # makes the server exit non-zero, which fails the test that stops it)
 BUILD_DIR=build-asan BUILD_TYPE=Asan CMAKE_ARGS="-DINFERD_CUDA=OFF" INFERD_TARGET=inferd bash scripts/build.sh
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 INFERD_BIN=$PWD/build-asan/inferd \
-  $PY -m pytest -q tests/python/test_server_*.py
+  $PY -m pytest -q tests/python/test_server_*.py tests/python/test_pd.py
 # the emulated CUDA kernel tests under ASan+UBSan too (fiber stacks included), when the
 # CUDA headers are there (the emulation needs only those)
 # (grep reads the whole list: with -q it may exit first, ninja then dies of SIGPIPE and,

@@ -137,8 +137,8 @@ def test_identical(shape):
         st, _ = c.json("GET", "/pd/metadata")
         assert st == 404
     finally:
-        for s in (p, d, c):
-            s.stop()
+        rcs = [s.stop() for s in (p, d, c)]
+    assert rcs == [0, 0, 0], rcs  # clean exits (and, under ASan, no leaks)
 
 
 class FakePrefill:
@@ -209,8 +209,8 @@ def test_prefill_dies_mid_call(policy):
         assert d.request("GET", "/health/ready")[0] == 200
     finally:
         fake.close()
-        d.stop()
-        c.stop()
+        rcs = [d.stop(), c.stop()]
+    assert rcs == [0, 0], rcs
 
 
 def test_prefill_killed_under_load():
@@ -231,8 +231,8 @@ def test_prefill_killed_under_load():
         # afterwards, with no prefill instance: local prefill, same output
         assert complete(d, prompts[0], max_tokens=16) == refs[0]
     finally:
-        for s in (p, d, c):
-            s.stop()
+        rcs = [s.stop() for s in (p, d, c)]
+    assert rcs[1:] == [0, 0], rcs  # the prefill instance was killed
 
 
 def test_decode_vanishes_lease_expires():
@@ -276,7 +276,8 @@ def test_decode_vanishes_lease_expires():
         assert t == F_ERROR and b"no such lease" in data
         s.close()
     finally:
-        p.stop()
+        rc = p.stop()
+    assert rc == 0
 
 
 def test_kv_endpoint_hostile():
@@ -321,4 +322,5 @@ def test_kv_endpoint_hostile():
         assert m["vllm:kv_cache_usage_perc" + lbl] == m["inferd_kv_cache_usage_ratio"]
         assert m["vllm:gpu_cache_usage_perc" + lbl] == m["inferd_kv_cache_usage_ratio"]
     finally:
-        p.stop()
+        rc = p.stop()
+    assert rc == 0
