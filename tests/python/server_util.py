@@ -35,12 +35,13 @@ def free_port() -> int:
 
 class Server:
     def __init__(self, *args: str, model: Path | str | None = MODEL, env: dict | None = None,
-                 ready_timeout: float = 60.0):
-        """model=None: no -m (e.g. with --random-weights)."""
+                 ready_timeout: float = 60.0, host: str = "127.0.0.1", prefix: list[str] | None = None):
+        """model=None: no -m (e.g. with --random-weights). prefix: run it under a command
+        that execs it (e.g. ["ip", "netns", "exec", NS]), bound to host."""
         self.port = free_port()
-        self.host = "127.0.0.1"
+        self.host = host
         self.logf = tempfile.NamedTemporaryFile(prefix="inferd-serve-", suffix=".log", delete=False)
-        cmd = [str(inferd_bin()), "serve", *(["-m", str(model)] if model is not None else []),
+        cmd = [*(prefix or []), str(inferd_bin()), "serve", *(["-m", str(model)] if model is not None else []),
                "--host", self.host, "--port", str(self.port), *args]
         e = dict(os.environ)
         e.update(env or {})
