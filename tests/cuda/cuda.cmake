@@ -75,6 +75,10 @@ if(INFERD_HAVE_EMU)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_engine_grammar_emu PROPERTIES LABELS "e2e;emu;slow"
     ENVIRONMENT "INFERD_TEST_DEVICE=emu" TIMEOUT 1200)
+  # PD disaggregation: KV blocks out of and into the CUDA backend's pool (b_kv_rw)
+  add_test(NAME test_pd_emu COMMAND test_pd test_identical_device WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_pd_emu PROPERTIES LABELS "e2e;emu"
+    ENVIRONMENT "INFERD_TEST_DEVICE=emu" TIMEOUT 1200)
   # llama.cpp's greedy ids for every shared model (F32, Q8_0, Q4_0, Q4_K_M, the draft),
   # reproduced by the CUDA backend's kernels
   add_test(NAME test_reference_greedy_emu COMMAND test_reference_greedy WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -106,6 +106,12 @@ for kd in f16 bf16 int8 fp8; do
   row "greedy kv $kd (16 tokens)" "$r" "$(echo "$a" | wc -w) tokens"
 done
 
+# ---- 4a. PD disaggregation: KV blocks out of and into the device pool (issue 13) ----------
+s=$(date +%s.%N)
+if INFERD_TEST_DEVICE=cuda timeout 300 "$B/test_pd" test_identical_device >"$LOG/pd-device.log" 2>&1; then r=ok
+else r=FAIL; FAILS=$((FAILS+1)); fi
+row "pd: colocated vs disaggregated (cuda)" $r "$(tail -1 "$LOG/pd-device.log") ($(python3 -c "print(f'{$(date +%s.%N)-$s:.1f}s')"))"
+
 # ---- 4b. speculative decoding on the GPU (issue 11) -------------------------------------
 # verification rows drawn by the device sampler: greedy and seeded output as plain decoding
 s=$(date +%s.%N)

@@ -74,7 +74,10 @@ static inferd_engine *make(int64_t kv_bytes) {
     } else {
         o.model_path = TARGET;
     }
-    o.device = INFERD_DEVICE_CPU;
+    /* INFERD_TEST_DEVICE=emu|cuda: the CUDA backend (test_pd_emu: under the SIMT emulation;
+     * its KV moves through b_kv_rw's staging copies) */
+    const char *d = getenv("INFERD_TEST_DEVICE");
+    o.device = d && !strcmp(d, "emu") ? INFERD_DEVICE_EMU : d && !strcmp(d, "cuda") ? INFERD_DEVICE_CUDA : INFERD_DEVICE_CPU;
     o.threaded = false;
     o.max_num_seqs = 8;
     if (kv_bytes) {
@@ -246,6 +249,13 @@ static void test_identical_shakespeare(void) {
     RANDOM = false;
     const int32_t lens[] = {1, 15, 16, 17, 33, 150};
     run_lengths(lens, 6);
+}
+
+/* The same on the device INFERD_TEST_DEVICE names (the CPU when unset): a few lengths. */
+static void test_identical_device(void) {
+    RANDOM = false;
+    const int32_t lens[] = {1, 16, 17, 40};
+    run_lengths(lens, 4);
 }
 
 static void test_identical_long(void) {
@@ -432,5 +442,5 @@ out:
     inferd_engine_destroy(D);
 }
 
-TEST_MAIN(T(test_identical_shakespeare), T(test_identical_long), T(test_failures), T(test_lease_expiry),
+TEST_MAIN(T(test_identical_shakespeare), T(test_identical_device), T(test_identical_long), T(test_failures), T(test_lease_expiry),
           T(test_lease_expiry_threaded), T(test_back_pressure))

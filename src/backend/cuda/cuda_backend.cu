@@ -27,6 +27,7 @@
 // fails that step's requests); a sticky one marks the backend dead and returns
 // IFD_ERR_DEVICE_LOST, as every later forward does at once (the engine dies, the server
 // reports not ready and exits).
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,11 @@ struct cuda_backend {
     dev_props props;
     dev_stream s;
     bool dead;
+    /* KV hand-over between instances (b_kv_rw): its own stream, made at first use, so
+     * that copies for other threads never wait behind the engine's steps */
+    pthread_mutex_t xmu;
+    dev_stream xs;
+    bool xs_made;
     /* every device allocation, freed at destroy */
     void **allocs;
     size_t n_allocs, cap_allocs;
@@ -589,9 +595,49 @@ static int b_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, int
     return IFD_OK;
 }
 
+/* Blocks between the pool and host memory in the exchange layout of backend.h: per block,
+ * per layer, K then V, each its elements then (INT8) its scales, as the pool stores them.
+ * Any thread: blocks no step touches; its own stream, under xmu. */
+static int b_kv_rw(backend *b, const int32_t *blocks, int32_t n, void *buf, int write) {
+    cuda_backend *cb = (cuda_backend *)b;
+    if (cb->dead) return IFD_ERR_DEVICE_LOST;
+    for (int32_t i = 0; i < n; i++)
+        if (blocks[i] < 0 || blocks[i] >= b->cfg.n_blocks) return IFD_ERR_INVALID;
+    const model_hparams *hp = &b->m->hp;
+    const size_t rows = (size_t)b->cfg.block_size * hp->n_kv_heads;
+    const size_t eb = rows * hp->head_dim * (size_t)k_kv_elem_bytes(cb->kv_dtype), sb = rows * sizeof(float);
+    pthread_mutex_lock(&cb->xmu);
+    int rc = DEV_OK;
+    if (!cb->xs_made) {
+        rc = dev_stream_create(&cb->xs);
+        cb->xs_made = rc == DEV_OK;
+    }
+    uint8_t *p = (uint8_t *)buf;
+    for (int32_t i = 0; i < n && rc == DEV_OK; i++)
+        for (uint32_t l = 0; l < hp->n_layers && rc == DEV_OK; l++) {
+            const k_kv c = kv_layer(cb, l);
+            for (int part = 0; part < 2 && rc == DEV_OK; part++) {
+                uint8_t *pool = (uint8_t *)(part ? c.v : c.k) + (size_t)blocks[i] * eb;
+                rc = write ? dev_h2d(pool, p, eb, cb->xs) : dev_d2h(p, pool, eb, cb->xs);
+                p += eb;
+                uint8_t *scl = (uint8_t *)(part ? c.v_scale : c.k_scale);
+                if (scl && rc == DEV_OK) {
+                    scl += (size_t)blocks[i] * sb;
+                    rc = write ? dev_h2d(scl, p, sb, cb->xs) : dev_d2h(p, scl, sb, cb->xs);
+                    p += sb;
+                }
+            }
+        }
+    if (rc == DEV_OK) rc = dev_sync(cb->xs);
+    pthread_mutex_unlock(&cb->xmu);
+    return rc == DEV_OK ? IFD_OK : IFD_ERR_INTERNAL;
+}
+
 static void b_destroy(backend *b) {
     cuda_backend *cb = (cuda_backend *)b;
     if (!cb) return;
+    if (cb->xs_made) dev_stream_destroy(cb->xs);
+    pthread_mutex_destroy(&cb->xmu);
     if (cb->s) (void)dev_sync(cb->s);
     if (cb->n_graphs)
         slog("info", "%s backend: %lld of %lld steps ran as decode-graph replays", IFD_CUDA_KIND,
@@ -615,7 +661,7 @@ static void b_destroy(backend *b) {
     free(cb);
 }
 
-static const backend_ops CUDA_OPS = {IFD_CUDA_KIND, b_forward, b_copy_blocks, b_destroy, b_sample, NULL};
+static const backend_ops CUDA_OPS = {IFD_CUDA_KIND, b_forward, b_copy_blocks, b_destroy, b_sample, b_kv_rw};
 static_assert(sizeof(samp_logprob) == sizeof(backend_logprob) && SAMP_MAX_TOP == BACKEND_SAMPLE_MAX_TOP,
               "kernels/sample.h and backend.h agree on the logprob rows");
 
@@ -803,6 +849,7 @@ static int create(backend **out, const model *m, const backend_config *cfg, char
     if (dev_count() < 1)
         return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "%s backend: no CUDA device", IFD_CUDA_KIND);
     cuda_backend *cb = (cuda_backend *)calloc(1, sizeof *cb);
+    if (cb) pthread_mutex_init(&cb->xmu, NULL);
     if (!cb) return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "%s backend: out of memory", IFD_CUDA_KIND);
     cb->base.ops = &CUDA_OPS;
     cb->base.m = m;
