@@ -380,7 +380,7 @@ int gen_start(server *s, oai_request *r, struct httpd_conn *conn, double t_arriv
         }
         er.cb = on_output;
         er.user = &g->subs[i];
-        pd_route_request(s, &er); /* decode role: the prompt is prefilled elsewhere */
+        pd_route_request(s, &er, &g->subs[i].pd); /* decode role: the prompt is prefilled elsewhere */
         gen_ref(g); /* the engine's, dropped at the sub's last final event */
         uint64_t id = 0;
         rc = inferd_submit(s->engine, &er, &id, err, sizeof err);

@@ -19,6 +19,7 @@
 
 #include "metrics.h"
 #include "openai.h"
+#include "pd.h"
 #include "server.h"
 #include "util/buf.h"
 
@@ -60,6 +61,7 @@ typedef struct gen_sub { /* one engine request: one prompt, n choices */
     inferd_token_logprob *prompt_lp;
     int32_t n_prompt_lp, n_prompt_top;
     bool prompt_lp_oom;
+    pd_info pd; /* filled by the PD worker before it answers the import (pd.h) */
 } gen_sub;
 
 typedef struct gen_req {

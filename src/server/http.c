@@ -887,6 +887,11 @@ static void on_done(void *app, httpd_conn *c, void *user, httpd_done why_done) {
         for (int32_t i = 0; i < g->n_subs; i++) {
             L.cached_tokens += g->subs[i].cached_tokens;
             if (g->subs[i].started) q = IFD_MAX(q, g->subs[i].queue_s);
+            if (g->subs[i].pd.prefill[0] && !L.pd_prefill) { /* the first prompt's */
+                L.pd_prefill = g->subs[i].pd.prefill;
+                L.pd_prefill_s = g->subs[i].pd.prefill_s;
+                L.pd_transfer_s = g->subs[i].pd.transfer_s;
+            }
         }
         L.queue_s = q;
         L.ttft_s = g->t_first_token > 0 ? g->t_first_token - g->t_arrival : -1;

@@ -41,6 +41,7 @@ typedef struct pd_job {
     char *json;
     size_t json_n;
     uint64_t affinity;
+    pd_info *info;
 } pd_job;
 
 struct pd_server {
@@ -388,6 +389,11 @@ static int attempt(pd_server *p, pd_job *j, int i, char *err, size_t eb) {
             atomic_fetch_add(&p->transfer_us, (uint64_t)((t2 - t1) * 1e6));
             atomic_fetch_add(&p->transfer_bytes, bytes);
             atomic_fetch_add(&p->remote_prefills, 1);
+            if (j->info) {
+                snprintf(j->info->prefill, sizeof j->info->prefill, "%s:%d", pe->host, pe->port);
+                j->info->prefill_s = t1 - t0;
+                j->info->transfer_s = t2 - t1;
+            }
             result = 1;
         }
     }
@@ -452,7 +458,7 @@ static void *worker_main(void *arg) {
     }
 }
 
-bool pd_route_request(server *s, inferd_request *er) {
+bool pd_route_request(server *s, inferd_request *er, pd_info *info) {
     pd_server *p = s->pd;
     if (!p || p->role != PD_ROLE_DECODE || !p->ki.supported) return false;
     const inferd_sampling *sp = &er->sampling;
@@ -490,6 +496,7 @@ bool pd_route_request(server *s, inferd_request *er) {
         return false;
     }
     j->p = p;
+    j->info = info;
     j->json = sbuf_take(&b, &j->json_n);
     j->n_prompt = er->n_prompt;
     j->affinity = ifd_hash_i32(0x5d, er->prompt, (size_t)IFD_MIN(er->n_prompt, 16));

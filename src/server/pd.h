@@ -33,7 +33,13 @@ void pd_stop(struct server *s);
 /* Decode role: whether a request goes through a prefill instance (n 1, no grammar, no
  * logprobs, prompt long enough); if so, fills er's kv_import fields (a job owned by the
  * import from then on; pd_job_cancel when the submit fails) and fixes its seed. */
-bool pd_route_request(struct server *s, inferd_request *er);
+typedef struct pd_info {
+    char prefill[272]; /* host:port of the prefill instance that answered ("" none) */
+    double prefill_s, transfer_s;
+} pd_info;
+/* info: where the worker writes what happened, before it answers the import (so it is
+ * complete by the request's final event); it must live that long. */
+bool pd_route_request(struct server *s, inferd_request *er, pd_info *info);
 void pd_job_cancel(inferd_request *er);
 
 /* GET /pd/metadata's JSON; false for role both. */

@@ -85,6 +85,11 @@ void slog_request(const req_log *r) {
                         (int)r->spec_draft_tokens, (int)r->spec_accepted_tokens);
         field_num(&b, "queue_s", r->queue_s);
         field_num(&b, "ttft_s", r->ttft_s);
+        if (r->pd_prefill) {
+            field_str(&b, "pd_prefill", r->pd_prefill);
+            field_num(&b, "pd_prefill_s", r->pd_prefill_s);
+            field_num(&b, "pd_transfer_s", r->pd_transfer_s);
+        }
     }
     field_num(&b, "total_s", r->total_s);
     field_str(&b, "abort_reason", r->abort_reason);

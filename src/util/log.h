@@ -27,6 +27,10 @@ typedef struct req_log {
     int32_t n_prompts, prompt_tokens, completion_tokens, cached_tokens, n_choices;
     int32_t spec_draft_tokens, spec_accepted_tokens; /* speculative decoding; 0: none */
     double queue_s, ttft_s, total_s; /* negative: unknown */
+    /* prefill/decode disaggregation: the prefill instance that computed the prompt (NULL:
+     * none), and TTFT's parts: the remote prefill and the KV transfer */
+    const char *pd_prefill;
+    double pd_prefill_s, pd_transfer_s;
     const char *prompt;              /* only with --log-prompts */
     size_t prompt_bytes;
 } req_log;

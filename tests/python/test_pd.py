@@ -131,6 +131,11 @@ def test_identical(shape):
         assert wait_metric(p, "inferd_pd_pinned_blocks", 0, 5)
         mp = p.metrics()
         assert mp["inferd_pd_leases_total"] == n_req and mp["inferd_pd_pinned_blocks"] == 0
+        # the request log names the prefill instance and splits TTFT
+        logs = [r for r in d.log_lines() if r.get("pd_prefill")]
+        assert len(logs) == n_req, len(logs)
+        assert all(r["pd_prefill"].startswith("127.0.0.1:") and r["pd_prefill_s"] >= 0 and
+                   r["pd_transfer_s"] >= 0 for r in logs)
         st, meta = p.json("GET", "/pd/metadata")
         assert st == 200 and meta["role"] == "prefill" and int(meta["compat_hash"]) > 0
         st, meta_d = d.json("GET", "/pd/metadata")
