@@ -34,14 +34,8 @@ import tempfile
 import threading
 import time
 
-
-def pct(v, p):
-    if not v:
-        return float("nan")
-    v = sorted(v)
-    k = (len(v) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serving_bench import pct  # noqa: E402
 
 
 def free_port():

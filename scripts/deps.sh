@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 APT_PKGS=(build-essential cmake ninja-build pkg-config clang libclang-rt-dev
           libcjson-dev libuv1-dev python3 python3-pip curl
-          systemd prometheus)
+          systemd prometheus
+          iproute2 util-linux)  # the PD tests' network namespaces (ip, tc), pd_bench's taskset
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -20,13 +20,17 @@ import json
 import subprocess
 import socket
 import struct
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from server_util import Server, free_port, sse_events
+from server_util import REPO_ROOT, Server, free_port, sse_events
+
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+from pd_bench import Relay  # noqa: E402  (a TCP relay that delays each chunk: link latency)
 
 MAGIC = 0x3158564B
 F_HELLO, F_HELLO_OK, F_ERROR, F_CALL, F_REPLY, F_READ, F_DATA, F_RELEASE = range(1, 9)
@@ -332,63 +336,6 @@ def test_kv_endpoint_hostile():
     assert rc == 0
 
 
-class DelayProxy:
-    """A TCP relay that holds every chunk `delay` seconds in each direction: the latency of
-    a long link (the kernel here may lack sch_netem; tbf shapes the rate)."""
-
-    def __init__(self, target: tuple[str, int], delay: float):
-        self.target, self.delay = target, delay
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                a, _ = self.sock.accept()
-            except OSError:
-                return
-            b = socket.create_connection(self.target)
-            for s in (a, b):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for src, dst in ((a, b), (b, a)):
-                self.pump(src, dst)
-
-    def pump(self, src, dst):
-        import queue
-        q: queue.Queue = queue.Queue()
-
-        def rd():
-            while True:
-                try:
-                    d = src.recv(1 << 16)
-                except OSError:
-                    d = b""
-                q.put((time.time() + self.delay, d))
-                if not d:
-                    return
-
-        def wr():
-            while True:
-                due, d = q.get()
-                time.sleep(max(0.0, due - time.time()))
-                try:
-                    if not d:
-                        dst.shutdown(socket.SHUT_WR)
-                        return
-                    dst.sendall(d)
-                except OSError:
-                    return
-
-        threading.Thread(target=rd, daemon=True).start()
-        threading.Thread(target=wr, daemon=True).start()
-
-    def close(self):
-        self.sock.close()
-
-
 @pytest.fixture
 def link():
     """A network namespace joined to this one by a veth pair shaped to 100 Mbit/s (tbf)."""
@@ -427,7 +374,7 @@ def test_netns_link(link):
     kvp = free_port()
     p = Server("--role", "prefill", "--pd-kv-port", str(kvp), "--pd-kv-host", addr, host=addr,
                prefix=["ip", "netns", "exec", ns])
-    proxy = DelayProxy((addr, kvp), 0.02)
+    proxy = Relay((addr, kvp), 0.02)
     d = Server("--role", "decode", "--pd-prefill", f"127.0.0.1:{proxy.port}", "--pd-local-threshold", "0",
                "--kv-cache-memory", str(40 * 16 * 2048))
     c = Server()
@@ -450,6 +397,6 @@ def test_netns_link(link):
         assert rate < 12.5e6 * 1.2  # the shaping held: the KV really crossed the link
         assert wait_metric(d, "inferd_kv_blocks_used", 0, 5)
     finally:
-        proxy.close()
+        proxy.sock.close()
         rcs = [s.stop() for s in (p, d, c)]
     assert rcs == [0, 0, 0], rcs
