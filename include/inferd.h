@@ -325,8 +325,25 @@ int inferd_kv_write(inferd_engine *e, const int32_t *blocks, int32_t n, const vo
  * blocks stay until the copy is done). 0, INFERD_ERR_NOT_FOUND (no such lease, or
  * expired or released), INFERD_ERR_INVALID (a range outside it), INFERD_ERR_UNSUPPORTED. */
 int inferd_kv_read_lease(inferd_engine *e, uint64_t lease, int32_t first, int32_t n, void *buf);
-/* Give a lease's blocks back (prefill side). Unknown / expired leases are ignored. */
-void inferd_kv_release(inferd_engine *e, uint64_t lease);
+/* Give a lease's blocks back (prefill side). 0: it was live until this call (so what
+ * was read from its blocks before, by any means, was its KV), INFERD_ERR_NOT_FOUND:
+ * unknown, released or expired (ignored). */
+int inferd_kv_release(inferd_engine *e, uint64_t lease);
+
+/* The pool as host memory, for one-sided reads by another process (UCX, RDMA): block b's
+ * segment s (layer s / 2, K for even s, V for odd: the exchange layout's order) is
+ * seg_bytes at base + seg_off[s] + b * block_stride. A lease's blocks hold still there
+ * while it lives (confirm with inferd_kv_release's answer after reading).
+ * INFERD_ERR_UNSUPPORTED: the pool is not in host memory (CUDA) — use inferd_kv_read_lease. */
+#define INFERD_KV_MAX_SEGS 1024
+typedef struct inferd_kv_region {
+    void *base;
+    size_t bytes;
+    int32_t n_blocks, n_segs;
+    size_t seg_bytes, block_stride;
+    size_t seg_off[INFERD_KV_MAX_SEGS];
+} inferd_kv_region;
+int inferd_kv_get_region(inferd_engine *e, inferd_kv_region *out);
 /* The answer to an import (decode side): first_token >= 0: the KV is written and this is
  * the request's first generated token (drawn by the prefill instance with the request's
  * sampling and seed: RNG counter 0); -1: the import failed, and recompute says whether

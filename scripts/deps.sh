@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PKGS=(build-essential cmake ninja-build pkg-config clang libclang-rt-dev
-          libcjson-dev libuv1-dev python3 python3-pip curl
+          libcjson-dev libuv1-dev libucx-dev python3 python3-pip curl
           systemd prometheus
           iproute2 util-linux)  # the PD tests' network namespaces (ip, tc), pd_bench's taskset
 missing=()

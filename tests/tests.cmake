@@ -34,6 +34,7 @@ set(_rooms_test_engine_backend_fault ifd_engine)
 set(_rooms_test_httpd_parse ifd_server)
 set(_rooms_test_chat_escape ifd_server)
 set(_rooms_test_rsp ifd_server)
+set(_rooms_test_kvx ifd_kvx)
 #
 # Labels (README "Tests"): unit (fast, no model or a tiny one), kernels (a kernel or
 # quant format against its reference), e2e (the real binary or a real model through

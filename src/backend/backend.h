@@ -184,6 +184,11 @@ typedef struct backend_ops {
      * thread, concurrently with forward, for blocks no step reads or writes meanwhile
      * (a lease's, an import's). IFD_OK or a negative status. */
     int (*kv_rw)(backend *b, const int32_t *blocks, int32_t n, void *buf, int write);
+    /* Optional (NULL: the pool is not in host memory). The whole pool as one host
+     * allocation: *base, *bytes; block b of layer l's K at base + seg_off[2l] + b *
+     * *stride, its V at base + seg_off[2l + 1] + b * *stride, each of the exchange
+     * layout's per-layer bytes (seg_off has 2 * n_layers entries). IFD_OK. */
+    int (*kv_region)(backend *b, void **base, size_t *bytes, size_t *seg_off, size_t *stride);
 } backend_ops;
 
 struct backend {

@@ -288,7 +288,35 @@ static void post(inferd_engine *e, uint64_t id, int32_t token, bool rel, bool re
     engine_wake(e);
 }
 
-void inferd_kv_release(inferd_engine *e, uint64_t lease) { post(e, lease, -1, true, false); }
+int inferd_kv_release(inferd_engine *e, uint64_t lease) {
+    /* live now: not dropped, and cannot have been (a drop needs its expiry past, or a
+     * release, or it marked gone) — so whatever was read from its blocks before was its */
+    bool live = false;
+    const double now = ifd_now_s();
+    pthread_mutex_lock(&e->mu);
+    for (int32_t i = 0; i < e->pd.n_leases && !live; i++)
+        live = e->pd.leases[i].id == lease && !e->pd.leases[i].gone && e->pd.leases[i].expiry > now;
+    pthread_mutex_unlock(&e->mu);
+    post(e, lease, -1, true, false);
+    return live ? IFD_OK : IFD_ERR_NOT_FOUND;
+}
+
+int inferd_kv_get_region(inferd_engine *e, inferd_kv_region *out) {
+    memset(out, 0, sizeof *out);
+    const int32_t n_segs = 2 * (int32_t)e->m->hp.n_layers;
+    if (!e->be->ops->kv_region || n_segs > INFERD_KV_MAX_SEGS) return IFD_ERR_UNSUPPORTED;
+    size_t stride = 0;
+    const int rc = e->be->ops->kv_region(e->be, &out->base, &out->bytes, out->seg_off, &stride);
+    if (rc) {
+        memset(out, 0, sizeof *out);
+        return rc;
+    }
+    out->n_segs = n_segs;
+    out->n_blocks = e->be->cfg.n_blocks;
+    out->seg_bytes = e->pd.block_bytes / (size_t)n_segs;
+    out->block_stride = stride;
+    return IFD_OK;
+}
 
 void inferd_kv_import_done(inferd_engine *e, uint64_t request_id, int32_t first_token, bool recompute) {
     post(e, request_id, first_token < 0 ? -1 : first_token, false, recompute);

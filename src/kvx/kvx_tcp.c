@@ -1,6 +1,7 @@
 /* kvx_tcp.c — the plain TCP transport of kvx.h: blocking sockets under deadlines (poll
  * before every read and write), one thread per served connection. */
 #include "kvx.h"
+#include "kvx_ucx.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -22,7 +23,19 @@
 #endif
 
 #define KVX_MAGIC 0x3158564bu /* "KVX1" */
-enum { F_HELLO = 1, F_HELLO_OK = 2, F_ERROR = 3, F_CALL = 4, F_REPLY = 5, F_READ = 6, F_DATA = 7, F_RELEASE = 8 };
+enum {
+    F_HELLO = 1,
+    F_HELLO_OK = 2,
+    F_ERROR = 3,
+    F_CALL = 4,
+    F_REPLY = 5,
+    F_READ = 6,
+    F_DATA = 7,
+    F_RELEASE = 8,
+    F_UCX_REQ = 9,       /* empty: "your UCX endpoint, please" */
+    F_UCX_INFO = 10,     /* the answer: kvx_ucx_srv_info's blob (or F_ERROR) */
+    F_RELEASE_CHECK = 11 /* u64 lease: answered by F_REPLY with an i32 status */
+};
 #define MAX_CALL_BYTES ((uint64_t)64 << 20)  /* a call or its reply (a prompt's JSON) */
 #define MAX_DATA_BYTES ((uint64_t)4 << 30)   /* one read's blocks */
 #define MAX_ERROR_BYTES 4096u
@@ -119,6 +132,7 @@ struct kvx_server {
     srv_conn *conns;
     int n_conns;
     bool stopping;
+    kvx_ucx_srv *ucx; /* under mu: set once (kvx_server_ucx) */
 };
 
 static void serve_conn(srv_conn *c) {
@@ -209,7 +223,23 @@ static void serve_conn(srv_conn *c) {
         } else if (h.type == F_RELEASE) {
             uint64_t lease;
             if (h.len != 8 || io_full(fd, &lease, 8, dl, false)) return;
-            s->h.release(s->h.user, lease);
+            (void)s->h.release(s->h.user, lease);
+        } else if (h.type == F_RELEASE_CHECK) {
+            uint64_t lease;
+            if (h.len != 8 || io_full(fd, &lease, 8, dl, false)) return;
+            const int32_t st = s->h.release(s->h.user, lease);
+            if (send_frame(fd, F_REPLY, &st, 4, NULL, 0, s->io_s)) return;
+        } else if (h.type == F_UCX_REQ) {
+            if (h.len != 0) return;
+            pthread_mutex_lock(&s->mu);
+            kvx_ucx_srv *u = s->ucx;
+            pthread_mutex_unlock(&s->mu);
+            const void *blob = NULL;
+            size_t bn = 0;
+            if (u) kvx_ucx_srv_info(u, &blob, &bn);
+            const int sr = u ? send_frame(fd, F_UCX_INFO, blob, bn, NULL, 0, s->io_s)
+                             : send_error(fd, IFD_ERR_UNSUPPORTED, "this prefill instance serves no KV over UCX", s->io_s);
+            if (sr) return;
         } else {
             return; /* unknown: a broken or hostile peer */
         }
@@ -344,6 +374,21 @@ int kvx_server_start(kvx_server **out, const char *host, int port, const kvx_hel
     return 0;
 }
 
+int kvx_server_ucx(kvx_server *s, const kvx_region *r, char *err, size_t err_bytes) {
+    kvx_ucx_srv *u = NULL;
+    const int rc = kvx_ucx_srv_create(&u, r, err, err_bytes);
+    if (rc) return rc;
+    pthread_mutex_lock(&s->mu);
+    kvx_ucx_srv *old = s->ucx;
+    if (!old) s->ucx = u;
+    pthread_mutex_unlock(&s->mu);
+    if (old) {
+        kvx_ucx_srv_destroy(u);
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "kvx: a region is registered already");
+    }
+    return 0;
+}
+
 int kvx_server_port(const kvx_server *s) { return s->port; }
 
 int kvx_server_conns(kvx_server *s) {
@@ -362,6 +407,7 @@ void kvx_server_stop(kvx_server *s) {
     pthread_join(s->accept_th, NULL);
     reap(s, true);
     close(s->lfd);
+    kvx_ucx_srv_destroy(s->ucx); /* no connection hands its info out any more */
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -373,6 +419,7 @@ struct kvx_conn {
     double io_s;
     uint64_t block_bytes;
     bool broken;
+    kvx_ucx_cli *ucx; /* kvx_ucx_attach */
 };
 
 static int conn_fail(kvx_conn *c, int rc, char *err, size_t err_bytes, const char *what) {
@@ -522,10 +569,63 @@ int kvx_release(kvx_conn *c, uint64_t lease) {
     return 0;
 }
 
+int kvx_release_check(kvx_conn *c, uint64_t lease, char *err, size_t err_bytes) {
+    if (c->broken) return ifd_errf(err, err_bytes, IFD_ERR_IO, "kvx: a broken connection");
+    if (send_frame(c->fd, F_RELEASE_CHECK, &lease, 8, NULL, 0, c->io_s))
+        return conn_fail(c, IFD_ERR_IO, err, err_bytes, "release: the peer is gone");
+    frame_head h;
+    int32_t st;
+    if (recv_head(c->fd, &h, ifd_now_s() + c->io_s))
+        return conn_fail(c, IFD_ERR_IO, err, err_bytes, "release: no answer (the peer died?)");
+    if (h.type == F_ERROR) return read_error(c, &h, err, err_bytes);
+    if (h.type != F_REPLY || h.len != 4 || io_full(c->fd, &st, 4, ifd_now_s() + c->io_s, false))
+        return conn_fail(c, IFD_ERR_IO, err, err_bytes, "release: a malformed answer");
+    if (st == 0) return 0;
+    return ifd_errf(err, err_bytes, IFD_ERR_NOT_FOUND, "kvx: the lease had expired before the reads were confirmed");
+}
+
+int kvx_ucx_attach(kvx_conn *c, char *err, size_t err_bytes) {
+    if (c->ucx) return 0;
+    if (c->broken) return ifd_errf(err, err_bytes, IFD_ERR_IO, "kvx: a broken connection");
+    if (!kvx_ucx_built())
+        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "kvx: this build has no UCX (libucx-dev was not found)");
+    if (send_frame(c->fd, F_UCX_REQ, NULL, 0, NULL, 0, c->io_s))
+        return conn_fail(c, IFD_ERR_IO, err, err_bytes, "ucx: the peer is gone");
+    frame_head h;
+    if (recv_head(c->fd, &h, ifd_now_s() + c->io_s))
+        return conn_fail(c, IFD_ERR_IO, err, err_bytes, "ucx: no answer (the peer died?)");
+    if (h.type == F_ERROR) return read_error(c, &h, err, err_bytes);
+    if (h.type != F_UCX_INFO || h.len > KVX_UCX_MAX_INFO)
+        return conn_fail(c, IFD_ERR_IO, err, err_bytes, "ucx: a malformed answer");
+    void *blob = malloc(h.len ? h.len : 1);
+    if (!blob) return conn_fail(c, IFD_ERR_NOMEM, err, err_bytes, "ucx: out of memory");
+    if (io_full(c->fd, blob, h.len, ifd_now_s() + c->io_s, false)) {
+        free(blob);
+        return conn_fail(c, IFD_ERR_IO, err, err_bytes, "ucx: the answer was cut");
+    }
+    const int rc = kvx_ucx_cli_create(&c->ucx, blob, h.len, c->block_bytes, err, err_bytes);
+    free(blob);
+    return rc;
+}
+
+bool kvx_ucx_attached(const kvx_conn *c) { return c->ucx != NULL; }
+
+int kvx_get(kvx_conn *c, const int32_t *remote, int32_t n, void *buf, double io_s, uint64_t *ops, char *err,
+            size_t err_bytes) {
+    if (ops) *ops = 0;
+    if (c->broken) return ifd_errf(err, err_bytes, IFD_ERR_IO, "kvx: a broken connection");
+    if (!c->ucx) return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "kvx: get without kvx_ucx_attach");
+    if (n <= 0) return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "kvx: get of %d blocks", n);
+    const int rc = kvx_ucx_cli_get(c->ucx, remote, n, buf, ifd_now_s() + io_s, ops, err, err_bytes);
+    if (rc == IFD_ERR_IO) c->broken = true;
+    return rc;
+}
+
 bool kvx_broken(const kvx_conn *c) { return c->broken; }
 
 void kvx_close(kvx_conn *c) {
     if (!c) return;
+    kvx_ucx_cli_destroy(c->ucx);
     close(c->fd);
     free(c);
 }

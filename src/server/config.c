@@ -222,7 +222,9 @@ static const cfg_opt OPTS[] = {
      "decode role, when a remote prefill or its KV transfer fails: fail (the request ends with an error), "
      "recompute (prefill locally: the same output), retry (another prefill instance, then an error)"},
     {"pd-transport", NULL, S, CFG_ENUM, O(pd_transport), "tcp", 0, 0, "tcp|ucx", false,
-     "how KV moves between instances"},
+     "how KV moves between instances: tcp (the prefill instance copies a lease's blocks into the control "
+     "connection) or ucx (one-sided reads of its registered KV pool over UCX: shared memory, tcp, RDMA; "
+     "UCX_TLS and the other UCX_* variables apply; both roles must say the same)"},
     {"pd-workers", NULL, S, CFG_INT, O(pd_workers), "4", 1, 256, NULL, false,
      "decode role: concurrent remote prefills and transfers"},
     {"responses-store-ttl", NULL, S, CFG_FLOAT, O(responses_store_ttl_s), "3600", 0, 1e9, NULL, false,

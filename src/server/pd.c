@@ -53,6 +53,7 @@ struct pd_server {
     /* prefill */
     kvx_server *kv;
     _Atomic uint64_t calls, busy_refusals;
+    bool ucx_region; /* the pool is registered with UCX (else ucx peers read over tcp) */
     /* decode */
     pd_peer *peers;
     int n_peers;
@@ -64,7 +65,7 @@ struct pd_server {
     pd_job *head, *tail;
     bool stopping;
     _Atomic uint64_t remote_prefills, local_prefills, failures, recomputes, retries, busy_waits;
-    _Atomic uint64_t transfer_bytes, transfer_us, remote_prefill_us;
+    _Atomic uint64_t transfer_bytes, transfer_us, remote_prefill_us, transfer_ops;
 };
 
 static uint64_t random_u64(void) {
@@ -82,6 +83,7 @@ typedef struct waiter {
     int32_t token;
     uint64_t lease;
     int32_t n_blocks, cached;
+    int32_t *blocks; /* the lease's, malloc'ed (NULL: out of memory) */
     inferd_finish_reason why;
 } waiter;
 
@@ -94,6 +96,8 @@ static void on_prefill_out(const inferd_output *o, void *user) {
         w->lease = o->kv_lease;
         w->n_blocks = o->n_kv_blocks;
         w->cached = o->cached_tokens;
+        if (o->n_kv_blocks > 0 && o->kv_blocks && (w->blocks = malloc((size_t)o->n_kv_blocks * sizeof(int32_t))))
+            memcpy(w->blocks, o->kv_blocks, (size_t)o->n_kv_blocks * sizeof(int32_t));
         w->why = o->finish_reason;
         pthread_cond_signal(&w->cv);
     }
@@ -196,6 +200,7 @@ static int on_call(void *user, const char *req, size_t n, char **reply, size_t *
     }
     cJSON_Delete(j);
     char out[512];
+    sbuf lease_reply = {0};
     if (!bad) {
         s->max_tokens = 1;
         s->ignore_eos = true;
@@ -215,13 +220,21 @@ static int on_call(void *user, const char *req, size_t n, char **reply, size_t *
             pthread_mutex_lock(&w.mu);
             while (!w.done) pthread_cond_wait(&w.cv, &w.mu); /* the engine always ends it */
             pthread_mutex_unlock(&w.mu);
-            if (w.lease && w.token >= 0)
-                snprintf(out, sizeof out,
-                         "{\"token\":%d,\"lease\":\"%llu\",\"n_blocks\":%d,\"cached_tokens\":%d}", w.token,
-                         (unsigned long long)w.lease, w.n_blocks, w.cached);
-            else
+            if (w.lease && w.token >= 0) {
+                /* the blocks' ids: a UCX peer reads them from the registered pool */
+                sbuf_printf(&lease_reply, "{\"token\":%d,\"lease\":\"%llu\",\"n_blocks\":%d,\"cached_tokens\":%d",
+                            w.token, (unsigned long long)w.lease, w.n_blocks, w.cached);
+                if (w.blocks) {
+                    sbuf_puts(&lease_reply, ",\"blocks\":[");
+                    for (int32_t i = 0; i < w.n_blocks; i++) sbuf_printf(&lease_reply, i ? ",%d" : "%d", w.blocks[i]);
+                    sbuf_puts(&lease_reply, "]");
+                }
+                sbuf_puts(&lease_reply, "}");
+                snprintf(out, sizeof out, "{\"error\":\"out of memory\"}");
+            } else
                 snprintf(out, sizeof out, "{\"error\":\"the prefill failed (finish reason %d)\"}", (int)w.why);
         }
+        free(w.blocks);
         pthread_mutex_destroy(&w.mu);
         pthread_cond_destroy(&w.cv);
     } else {
@@ -236,6 +249,11 @@ static int on_call(void *user, const char *req, size_t n, char **reply, size_t *
     }
     free(ids);
     free(bias);
+    if (lease_reply.n && !lease_reply.oom) {
+        *reply = sbuf_take(&lease_reply, reply_n);
+        return 0;
+    }
+    sbuf_free(&lease_reply);
     *reply = dup_reply(out, reply_n);
     return *reply ? 0 : -1;
 }
@@ -245,9 +263,9 @@ static int on_read(void *user, uint64_t lease, int32_t first, int32_t n, void *b
     return inferd_kv_read_lease(p->e, lease, first, n, buf);
 }
 
-static void on_release(void *user, uint64_t lease) {
+static int on_release(void *user, uint64_t lease) {
     pd_server *p = user;
-    inferd_kv_release(p->e, lease);
+    return inferd_kv_release(p->e, lease);
 }
 
 /* ---- decode side -------------------------------------------------------------------- */
@@ -318,6 +336,16 @@ static kvx_conn *peer_conn(pd_server *p, pd_peer *pe, char *err, size_t eb) {
     if (c) return c;
     kvx_hello peer;
     if (kvx_connect(&c, pe->host, pe->port, &p->me, &peer, 10, err, eb)) return NULL;
+    if (p->s->cfg.pd_transport == 1) {
+        /* the peer's pool over UCX; a peer whose pool is not in host memory (CUDA) says
+         * so, and its blocks come over this connection instead */
+        const int rc = kvx_ucx_attach(c, err, eb);
+        if (rc && rc != IFD_ERR_UNSUPPORTED) {
+            kvx_close(c);
+            return NULL;
+        }
+        err[0] = 0;
+    }
     return c;
 }
 
@@ -346,9 +374,10 @@ static int attempt(pd_server *p, pd_job *j, int i, char *err, size_t eb) {
     size_t rn = 0;
     int rc = kvx_call(c, j->json, j->json_n, 600, &reply, &rn, err, eb);
     uint64_t lease = 0;
-    int32_t token = -1;
+    int32_t token = -1, *remote = NULL;
     int result = 0;
     if (rc == 0) {
+        remote = NULL;
         cJSON *r = cJSON_ParseWithLength(reply, rn);
         const cJSON *ra = r ? cJSON_GetObjectItemCaseSensitive(r, "retry_after_ms") : NULL;
         const cJSON *tk = r ? cJSON_GetObjectItemCaseSensitive(r, "token") : NULL;
@@ -360,6 +389,21 @@ static int attempt(pd_server *p, pd_job *j, int i, char *err, size_t eb) {
         } else if (cJSON_IsNumber(tk) && cJSON_IsString(ls) && cJSON_IsNumber(nb) && (int32_t)nb->valuedouble == j->n_blocks) {
             token = (int32_t)tk->valuedouble;
             lease = strtoull(ls->valuestring, NULL, 10);
+            const cJSON *bl = cJSON_GetObjectItemCaseSensitive(r, "blocks");
+            if (kvx_ucx_attached(c)) { /* the lease's block ids in the peer's pool */
+                if (cJSON_IsArray(bl) && cJSON_GetArraySize(bl) == j->n_blocks &&
+                    (remote = malloc((size_t)IFD_MAX(j->n_blocks, 1) * sizeof *remote))) {
+                    int k = 0;
+                    const cJSON *x;
+                    cJSON_ArrayForEach(x, bl) remote[k++] = cJSON_IsNumber(x) && x->valuedouble >= 0 &&
+                                                                    x->valuedouble < INT32_MAX
+                                                                ? (int32_t)x->valuedouble
+                                                                : -1;
+                } else {
+                    snprintf(err, eb, "prefill %s:%d: no block ids for a UCX read", pe->host, pe->port);
+                    rc = -1;
+                }
+            }
         } else {
             snprintf(err, eb, "prefill %s:%d: %s", pe->host, pe->port,
                      cJSON_IsString(er) ? er->valuestring : "a malformed answer");
@@ -369,21 +413,32 @@ static int attempt(pd_server *p, pd_job *j, int i, char *err, size_t eb) {
     }
     free(reply);
     if (rc == 0 && result == 0) {
+        /* remote[] comes from the network: kvx_get checks each id against the peer's pool */
         const double t1 = ifd_now_s();
         const int32_t b0 = j->n_cached / p->ki.block_size;
         const int32_t per = (int32_t)IFD_MAX((size_t)1, READ_CHUNK_BYTES / p->ki.block_bytes);
         char *buf = malloc((size_t)IFD_MIN(per, IFD_MAX(j->n_blocks - b0, 1)) * p->ki.block_bytes);
         if (!buf) rc = IFD_ERR_NOMEM;
-        uint64_t bytes = 0;
+        uint64_t bytes = 0, ops = 0;
         for (int32_t b = b0; rc == 0 && b < j->n_blocks; b += per) {
             const int32_t m = IFD_MIN(per, j->n_blocks - b);
-            rc = kvx_read(c, lease, b, m, buf, err, eb);
+            uint64_t o = 1;
+            rc = remote ? kvx_get(c, remote + b, m, buf, 30 + (double)m * p->ki.block_bytes / 1e7, &o, err, eb)
+                        : kvx_read(c, lease, b, m, buf, err, eb);
             if (rc == 0) rc = inferd_kv_write(p->e, j->blocks + b, m, buf);
             bytes += (uint64_t)m * p->ki.block_bytes;
+            ops += o;
         }
         free(buf);
-        kvx_release(c, lease);
+        if (remote) {
+            /* one-sided reads: good only if the lease outlived them */
+            const int rr = kvx_release_check(c, lease, rc ? NULL : err, rc ? 0 : eb);
+            if (rc == 0) rc = rr;
+        } else {
+            kvx_release(c, lease); /* kvx_read checked the lease itself */
+        }
         if (rc == 0) {
+            atomic_fetch_add(&p->transfer_ops, ops);
             const double t2 = ifd_now_s();
             atomic_fetch_add(&p->remote_prefill_us, (uint64_t)((t1 - t0) * 1e6));
             atomic_fetch_add(&p->transfer_us, (uint64_t)((t2 - t1) * 1e6));
@@ -397,6 +452,7 @@ static int attempt(pd_server *p, pd_job *j, int i, char *err, size_t eb) {
             result = 1;
         }
     }
+    free(remote);
     atomic_fetch_sub(&pe->outstanding, 1);
     peer_put(p, pe, c, rc != 0);
     if (result == 1) inferd_kv_import_done(p->e, j->id, token, false);
@@ -550,9 +606,9 @@ static int parse_peers(pd_server *p, const char *list, char *err, size_t eb) {
 int pd_start(server *s, char *err, size_t eb) {
     const server_config *c = &s->cfg;
     if (c->role == PD_ROLE_BOTH) return 0;
-    if (c->pd_transport != 0)
+    if (c->pd_transport == 1 && !kvx_ucx_built())
         return ifd_errf(err, eb, IFD_ERR_UNSUPPORTED,
-                        "--pd-transport ucx: this build has no UCX transport yet (use tcp)");
+                        "--pd-transport ucx: this build has no UCX (install libucx-dev and rebuild, or use tcp)");
     pd_server *p = calloc(1, sizeof *p);
     if (!p) return ifd_errf(err, eb, IFD_ERR_NOMEM, "out of memory");
     p->s = s;
@@ -575,9 +631,30 @@ int pd_start(server *s, char *err, size_t eb) {
         kvx_handlers h = {.call = on_call, .read = on_read, .release = on_release, .user = p};
         const char *host = c->pd_kv_host && c->pd_kv_host[0] ? c->pd_kv_host : c->host;
         if (kvx_server_start(&p->kv, host, port, &p->me, &h, 256, 300, 30, err, eb)) return -1;
+        if (c->pd_transport == 1) {
+            inferd_kv_region *r = malloc(sizeof *r);
+            kvx_region *kr = malloc(sizeof *kr);
+            int rc = r && kr ? inferd_kv_get_region(p->e, r) : IFD_ERR_NOMEM;
+            if (rc == 0) {
+                *kr = (kvx_region){.base = r->base, .bytes = r->bytes, .n_blocks = r->n_blocks, .n_segs = r->n_segs,
+                                   .seg_bytes = r->seg_bytes, .block_stride = r->block_stride};
+                for (int32_t i = 0; i < r->n_segs; i++) kr->seg_off[i] = r->seg_off[i];
+                rc = kvx_server_ucx(p->kv, kr, err, eb);
+                if (rc == 0) p->ucx_region = true;
+            } else if (rc == IFD_ERR_UNSUPPORTED) { /* CUDA: staged through host memory */
+                slog("warn", "pd: --pd-transport ucx: this backend's KV pool is not in host memory; decode instances "
+                             "read it over the KV port's TCP connection (staged through pinned host memory)");
+                rc = 0;
+            } else if (rc == IFD_ERR_NOMEM) {
+                ifd_errf(err, eb, rc, "out of memory");
+            }
+            free(r);
+            free(kr);
+            if (rc) return -1;
+        }
         char f[512];
-        snprintf(f, sizeof f, "\"role\":\"prefill\",\"kv_host\":\"%s\",\"kv_port\":%d,\"transport\":\"tcp\",\"lease_ms\":%lld",
-                 host, kvx_server_port(p->kv), (long long)c->pd_lease_ms);
+        snprintf(f, sizeof f, "\"role\":\"prefill\",\"kv_host\":\"%s\",\"kv_port\":%d,\"transport\":\"%s\",\"lease_ms\":%lld",
+                 host, kvx_server_port(p->kv), p->ucx_region ? "ucx" : "tcp", (long long)c->pd_lease_ms);
         slog_fields("info", "pd: serving KV", f);
         return 0;
     }
@@ -590,8 +667,9 @@ int pd_start(server *s, char *err, size_t eb) {
     }
     if (p->n_workers == 0) return ifd_errf(err, eb, IFD_ERR_NOMEM, "pd: no worker threads");
     char f[256];
-    snprintf(f, sizeof f, "\"role\":\"decode\",\"prefill_instances\":%d,\"workers\":%d,\"local_threshold\":%lld",
-             p->n_peers, p->n_workers, (long long)c->pd_local_threshold);
+    snprintf(f, sizeof f, "\"role\":\"decode\",\"prefill_instances\":%d,\"workers\":%d,\"local_threshold\":%lld,"
+             "\"transport\":\"%s\"", p->n_peers, p->n_workers, (long long)c->pd_local_threshold,
+             c->pd_transport == 1 ? "ucx" : "tcp");
     slog_fields("info", "pd: decoding", f);
     return 0;
 }
@@ -625,9 +703,11 @@ bool pd_metadata(server *s, sbuf *o) {
     pd_server *p = s->pd;
     if (!p) return false;
     sbuf_printf(o, "{\"role\":\"%s\",\"compat_hash\":\"%llu\",\"epoch\":\"%llu\",\"block_size\":%d,"
-                   "\"block_bytes\":%zu,\"transport\":\"tcp\",\"kv_port\":%d,\"compat\":",
+                   "\"block_bytes\":%zu,\"transport\":\"%s\",\"kv_port\":%d,\"compat\":",
                 p->role == PD_ROLE_PREFILL ? "prefill" : "decode", (unsigned long long)p->me.compat_hash,
                 (unsigned long long)p->me.epoch, p->ki.block_size, p->ki.block_bytes,
+                p->s->cfg.pd_transport == 1 ? (p->role == PD_ROLE_PREFILL && !p->ucx_region ? "ucx-staged-tcp" : "ucx")
+                                            : "tcp",
                 p->kv ? kvx_server_port(p->kv) : 0);
     sbuf_json_str(o, p->me.compat, strlen(p->me.compat));
     sbuf_puts(o, "}");
@@ -670,6 +750,9 @@ void pd_metrics(server *s, sbuf *o) {
             (double)atomic_load(&p->transfer_us) * 1e-6);
     counter(o, "inferd_pd_remote_prefill_seconds_total", "Seconds spent waiting for remote prefills (TTFT part 1).",
             (double)atomic_load(&p->remote_prefill_us) * 1e-6);
+    counter(o, "inferd_pd_kv_transfer_ops_total",
+            "Reads issued for KV transfers (tcp: one per chunk; ucx: one GET per run of consecutive blocks and segment).",
+            (double)atomic_load(&p->transfer_ops));
     counter(o, "inferd_pd_kv_failures_total", "Remote prefills or KV transfers that failed.",
             (double)atomic_load(&p->failures));
     counter(o, "inferd_pd_recomputes_total", "Failed remote prefills computed locally instead.",

@@ -1,4 +1,5 @@
-"""Prefill/decode disaggregation (issue 13) with real `inferd serve` processes over TCP.
+"""Prefill/decode disaggregation (issue 13) with real `inferd serve` processes, KV over
+TCP and over UCX (its own transport choice, and held to tcp with UCX_TLS=tcp).
 
 - greedy and seeded outputs of a decode instance that prefills on a prefill instance are
   those of a colocated instance, for prompts of 1, 15, 16, 17 and 33 tokens (Shakespeare)
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import socket
 import struct
@@ -27,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from server_util import REPO_ROOT, Server, free_port, sse_events
+from requires import skip_unless_ci
+from server_util import REPO_ROOT, Server, free_port, inferd_bin, sse_events
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from pd_bench import Relay  # noqa: E402  (a TCP relay that delays each chunk: link latency)
@@ -98,23 +101,45 @@ def wait_metric(srv: Server, name: str, value: float, timeout: float) -> bool:
     return True
 
 
-def trio(model_args: list[str], model="default", decode_args=()):
+def ucx_built() -> bool:
+    """Whether this inferd links UCX (its import table names UCX's GET)."""
+    return b"ucp_get_nbx" in inferd_bin().read_bytes()
+
+
+UCX = ucx_built()
+
+
+def need_transport(transport: str):
+    if transport == "ucx" and not UCX:
+        skip_unless_ci("this inferd was built without UCX (apt-get install libucx-dev)")
+
+
+def trio(model_args: list[str], model="default", decode_args=(), transport="tcp", env=None):
     kvp = free_port()
     kw = {} if model == "default" else {"model": model}
-    p = Server("--role", "prefill", "--pd-kv-port", str(kvp), *model_args, **kw)
-    d = Server("--role", "decode", "--pd-prefill", f"127.0.0.1:{kvp}", "--pd-local-threshold", "0",
-               *decode_args, *model_args, **kw)
+    t = ("--pd-transport", transport)
+    p = Server("--role", "prefill", "--pd-kv-port", str(kvp), *t, *model_args, env=env, **kw)
+    d = Server("--role", "decode", "--pd-prefill", f"127.0.0.1:{kvp}", "--pd-local-threshold", "0", *t,
+               *decode_args, *model_args, env=env, **kw)
     c = Server(*model_args, **kw)
     return p, d, c
 
 
+# ucx-tcp: UCX held to its tcp transport (GETs emulated with active messages: the
+# prefill side's progress thread must answer), as across hosts without RDMA
+TRANSPORTS = [("tcp", None), ("ucx", None), ("ucx", {"UCX_TLS": "tcp"})]
+TRANSPORT_IDS = ["tcp", "ucx", "ucx-tcp"]
+
+
+@pytest.mark.parametrize("transport,env", TRANSPORTS, ids=TRANSPORT_IDS)
 @pytest.mark.parametrize("shape", ["shakespeare", "tiny"])
-def test_identical(shape):
+def test_identical(shape, transport, env):
+    need_transport(transport)
     if shape == "shakespeare":
         args, model, lens, vocab = [], "default", [1, 15, 16, 17, 33], 1000
     else:
         args, model, lens, vocab = ["--random-weights", "tiny", "--random-weights-seed", "3"], None, [1000], 500
-    p, d, c = trio(args, model)
+    p, d, c = trio(args, model, transport=transport, env=env)
     try:
         n_req = 0
         for n in lens:
@@ -142,6 +167,13 @@ def test_identical(shape):
                    r["pd_transfer_s"] >= 0 for r in logs)
         st, meta = p.json("GET", "/pd/metadata")
         assert st == 200 and meta["role"] == "prefill" and int(meta["compat_hash"]) > 0
+        assert meta["transport"] == transport
+        if transport == "ucx":
+            # one GET per run of consecutive blocks and layer K/V (never one per block):
+            # each transfer here is one run (a fresh pool), or two past a cached prefix
+            n_layers = int(re.search(r"layers=(\d+) ", meta["compat"]).group(1))
+            ops = m["inferd_pd_kv_transfer_ops_total"]
+            assert 2 * n_layers * n_req <= ops <= 2 * n_layers * n_req * 2, (ops, n_layers, n_req)
         st, meta_d = d.json("GET", "/pd/metadata")
         assert st == 200 and meta_d["compat_hash"] == meta["compat_hash"]
         st, _ = c.json("GET", "/pd/metadata")
@@ -223,8 +255,10 @@ def test_prefill_dies_mid_call(policy):
     assert rcs == [0, 0], rcs
 
 
-def test_prefill_killed_under_load():
-    p, d, c = trio([], decode_args=("--pd-on-kv-failure", "recompute"))
+@pytest.mark.parametrize("transport,env", TRANSPORTS, ids=TRANSPORT_IDS)
+def test_prefill_killed_under_load(transport, env):
+    need_transport(transport)
+    p, d, c = trio([], decode_args=("--pd-on-kv-failure", "recompute"), transport=transport, env=env)
     try:
         prompts = [prompt_ids(180, k, 1000) for k in range(12)]
         refs = [complete(c, q, max_tokens=16) for q in prompts]

@@ -121,6 +121,19 @@ static int cpu_kv_rw(backend *b, const int32_t *blocks, int32_t n, void *buf, in
     return IFD_OK;
 }
 
+static int cpu_kv_region(backend *b, void **base, size_t *bytes, size_t *seg_off, size_t *stride) {
+    cpu_backend *cb = (cpu_backend *)b;
+    const uint32_t n_layers = b->m->hp.n_layers;
+    *base = cb->kv;
+    *bytes = (size_t)n_layers * 2 * cb->layer_kv_bytes;
+    for (uint32_t l = 0; l < n_layers; l++) {
+        seg_off[2 * l] = (size_t)(cpu_kv_k(cb, l) - cb->kv);
+        seg_off[2 * l + 1] = (size_t)(cpu_kv_v(cb, l) - cb->kv);
+    }
+    *stride = cpu_kv_block_bytes(cb);
+    return IFD_OK;
+}
+
 static void cpu_destroy(backend *b) {
     cpu_backend *cb = (cpu_backend *)b;
     if (!cb) return;
@@ -146,6 +159,7 @@ static const backend_ops CPU_OPS = {
     .copy_blocks = cpu_copy_blocks,
     .destroy = cpu_destroy,
     .kv_rw = cpu_kv_rw,
+    .kv_region = cpu_kv_region,
 };
 
 static float *alloc_floats(size_t n, size_t m, bool *ok) {

@@ -661,7 +661,8 @@ static void b_destroy(backend *b) {
     free(cb);
 }
 
-static const backend_ops CUDA_OPS = {IFD_CUDA_KIND, b_forward, b_copy_blocks, b_destroy, b_sample, b_kv_rw};
+/* kv_region NULL: the pool is device memory (a UCX peer reads it through kv_rw's host staging) */
+static const backend_ops CUDA_OPS = {IFD_CUDA_KIND, b_forward, b_copy_blocks, b_destroy, b_sample, b_kv_rw, NULL};
 static_assert(sizeof(samp_logprob) == sizeof(backend_logprob) && SAMP_MAX_TOP == BACKEND_SAMPLE_MAX_TOP,
               "kernels/sample.h and backend.h agree on the logprob rows");
 
