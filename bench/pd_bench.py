@@ -13,6 +13,11 @@ Configurations (the same cores in all):
   pd-netns    the same with the prefill instance in a network namespace behind a veth
               pair shaped to --link-mbit (tbf) and --link-delay-ms each way (a relay);
               root and iproute2 only, else skipped
+  pd-ucx, pd-netns-ucx
+              the same two with --pd-transport ucx: one-sided reads of the prefill
+              instance's registered KV pool (UCX's own transport choice on loopback;
+              UCX_TLS=tcp across the namespace, whose relay then delays only the control
+              connection)
 
   python3 bench/pd_bench.py --build build --model models-cache/qwen0.5b.gguf \
       --long-len 1000 --duration 60
@@ -45,14 +50,14 @@ def free_port():
 
 
 class Inst:
-    def __init__(self, args, extra, cores, host="127.0.0.1", prefix=()):
+    def __init__(self, args, extra, cores, host="127.0.0.1", prefix=(), env=None):
         self.host, self.port = host, free_port()
         model = ["--random-weights", args.random_weights] if args.random_weights else ["-m", args.model]
         cmd = [*prefix, "taskset", "-c", cores, os.path.join(args.build, "inferd"), "serve", *model,
                "--host", host, "--port", str(self.port), "--threads", str(len(cores.split(","))),
                "--max-num-seqs", "32", *extra]
         self.log = tempfile.NamedTemporaryFile(prefix="pd-bench-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         deadline = time.time() + 300
         while True:
             if self.proc.poll() is not None:
@@ -285,21 +290,24 @@ def main():
         if cfg == "colocated":
             dec = Inst(args, [], f"{a},{b}")
             insts = [dec]
-        elif cfg in ("pd-tcp", "pd-netns"):
+        elif cfg in ("pd-tcp", "pd-netns", "pd-ucx", "pd-netns-ucx"):
             kvp = free_port()
-            if cfg == "pd-netns":
+            ucx = cfg.endswith("-ucx")
+            tr = ["--pd-transport", "ucx" if ucx else "tcp"]
+            env = {"UCX_TLS": "tcp"} if cfg == "pd-netns-ucx" else None
+            if cfg.startswith("pd-netns"):
                 ns = netns_up(args.link_mbit)
                 if not ns:
                     print(f"{cfg}: skipped (needs root and iproute2)")
                     continue
-                pre = Inst(args, ["--role", "prefill", "--pd-kv-port", str(kvp), "--pd-kv-host", "10.79.0.2"], a,
-                           host="10.79.0.2", prefix=["ip", "netns", "exec", ns[0]])
+                pre = Inst(args, ["--role", "prefill", "--pd-kv-port", str(kvp), "--pd-kv-host", "10.79.0.2", *tr], a,
+                           host="10.79.0.2", prefix=["ip", "netns", "exec", ns[0]], env=env)
                 relay = Relay(("10.79.0.2", kvp), args.link_delay_ms / 1e3)
                 target = f"127.0.0.1:{relay.port}"
             else:
-                pre = Inst(args, ["--role", "prefill", "--pd-kv-port", str(kvp)], a)
+                pre = Inst(args, ["--role", "prefill", "--pd-kv-port", str(kvp), *tr], a, env=env)
                 target = f"127.0.0.1:{kvp}"
-            dec = Inst(args, ["--role", "decode", "--pd-prefill", target, "--pd-local-threshold", "0"], b)
+            dec = Inst(args, ["--role", "decode", "--pd-prefill", target, "--pd-local-threshold", "0", *tr], b, env=env)
             insts = [pre, dec]
         else:
             sys.exit(f"unknown config {cfg}")

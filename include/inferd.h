@@ -350,6 +350,12 @@ int inferd_kv_get_region(inferd_engine *e, inferd_kv_region *out);
  * the engine computes the prompt itself (else the request ends with
  * INFERD_FINISH_ERROR). Unknown ids are ignored. */
 void inferd_kv_import_done(inferd_engine *e, uint64_t request_id, int32_t first_token, bool recompute);
+/* Optional, before inferd_kv_import_done: the first token as soon as the prefill
+ * instance names it, while the KV is still moving: the client gets it at once (unless it
+ * ends the request: EOS, a stop, max_tokens 1 — then it comes with the answer). The
+ * answer still follows (the same token, or -1: the engine then recomputes the prompt and
+ * this token, or ends the request with an error, after the token went out). */
+void inferd_kv_import_first(inferd_engine *e, uint64_t request_id, int32_t first_token);
 
 typedef struct inferd_pd_stats {
     int32_t leases, leased_blocks; /* pinned now (prefill side) */

@@ -14,7 +14,7 @@ bash tests/fuzz/run_fuzz.sh build-fuzz "${FUZZ_SECONDS:-80}"
 bash bench/engine_bench.sh build Q4_0 1   # benchmark smoke test (tiny model, seconds)
 build/grammar_bench ../shared/models/shakespeare-target.gguf --gens 3   # constrained decoding (seconds)
 python3 bench/pd_bench.py --build build --random-weights tiny --duration 3 --warmup 1 --long-len 500 \
-  --long-every 0.5 --streams 2 --decode-tokens 16   # PD vs colocated (seconds)
+  --long-every 0.5 --streams 2 --decode-tokens 16 --configs colocated,pd-tcp,pd-ucx,pd-netns   # PD vs colocated (seconds)
 BATCHES="1 4" bash bench/spec_bench.sh build ../shared/models/shakespeare-target.gguf \
   ../shared/models/shakespeare-draft.gguf 16   # speculative decoding smoke test (seconds)
 PY=${PYTHON:-python3}

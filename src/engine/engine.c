@@ -431,6 +431,15 @@ static void seq_advance(inferd_engine *e, sequence *s, const float *row) {
     if (!seq_take(e, s, id, lp, n_top)) grammar_done(e, s);
 }
 
+bool engine_take_continues(const inferd_engine *e, const sequence *s, int32_t id) {
+    const request *r = s->req;
+    if (!r->sp.ignore_eos && tok_is_eog(e->m->tok, id)) return false;
+    for (int32_t i = 0; i < r->sp.n_stop_token_ids; i++)
+        if (r->stop_ids[i] == id) return false;
+    if (r->sp.n_stop > 0) return false;
+    return s->n_generated + 1 < s->max_tokens && s->ss.n_tokens + 1 < e->max_model_len;
+}
+
 bool engine_seq_take(inferd_engine *e, sequence *s, int32_t id) {
     if (s->samp.count) sampler_state_accept(&s->samp, id);
     return seq_take(e, s, id, NULL, 0);

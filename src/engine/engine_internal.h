@@ -103,6 +103,7 @@ typedef struct request {
     void *kv_import_user;
     uint8_t pd;                /* PD_NONE, PD_WAIT (no seat / blocks yet), PD_HOLD (importing) */
     bool pd_abort;             /* aborted while importing: ends when the import answers */
+    bool pd_early;             /* importing: its first token is out already (inferd_kv_import_first) */
     uint64_t pd_lease;         /* prefill side: the lease made at the end (final event) */
     const int32_t *pd_blocks;
     int32_t pd_n_blocks;
@@ -125,6 +126,7 @@ typedef struct pd_msg {
     uint64_t id;     /* lease (release) or request (import answer) */
     int32_t token;   /* import answer: the first token, or -1 */
     bool release, recompute;
+    bool early;      /* inferd_kv_import_first */
 } pd_msg;
 typedef struct pd_state {
     pd_lease *leases;
@@ -261,6 +263,9 @@ void spec_seq_done(inferd_engine *e, sequence *s);
 void engine_request_end(inferd_engine *e, request *r, inferd_finish_reason why);
 /* The token drawn for s (penalty state, stop checks, output event); true: s finished. */
 bool engine_seq_take(inferd_engine *e, sequence *s, int32_t id);
+/* Whether taking id leaves s running (no EOS, stop id, length limit; s has no stop
+ * strings, whose matching could end it or hold text back). */
+bool engine_take_continues(const inferd_engine *e, const sequence *s, int32_t id);
 void engine_wake(inferd_engine *e);
 void engine_update_stats(inferd_engine *e); /* publish the counters (inferd_engine_stats) */
 

@@ -242,8 +242,26 @@ static void import_done(inferd_engine *e, const pd_msg *m) {
             engine_request_end(e, r, INFERD_FINISH_ERROR);
         return;
     }
+    if (r->pd_early) return; /* token 1 is out already (import_early) */
     s->rng.ctr++; /* the prefill instance drew the first token at counter 0 */
     engine_seq_take(e, s, m->token);
+}
+
+/* The first token before the KV: emitted at once when it leaves the request running
+ * (one that it would end — EOS, a stop, max_tokens 1 — waits for the answer: its blocks
+ * are the caller's until then). The sequence then holds n_prompt + 1 tokens while its
+ * prompt's KV is still arriving; a failed import recomputes the prompt and token 1 (as
+ * a preempted sequence does) and draws token 2 next, the same output. */
+static void import_early(inferd_engine *e, const pd_msg *m) {
+    request *r = e->live;
+    while (r && r->id != m->id) r = r->next_all;
+    if (!r || r->pd != PD_HOLD || r->pd_abort || r->pd_early || m->token < 0 || m->token >= e->n_vocab) return;
+    sequence *s = &r->seqs[0];
+    if (!engine_take_continues(e, s, m->token)) return;
+    r->pd_early = true;
+    s->rng.ctr++; /* the prefill instance drew it at counter 0 */
+    const bool ended = engine_seq_take(e, s, m->token);
+    IFD_ASSERT(!ended);
 }
 
 void pd_drain(inferd_engine *e) {
@@ -263,6 +281,8 @@ void pd_drain(inferd_engine *e) {
         pd_msg *n = m->next;
         if (m->release)
             release(e, m->id);
+        else if (m->early)
+            import_early(e, m);
         else
             import_done(e, m);
         free(m);
@@ -272,15 +292,15 @@ void pd_drain(inferd_engine *e) {
 
 /* ---- public API ------------------------------------------------------------------------ */
 
-static void post(inferd_engine *e, uint64_t id, int32_t token, bool rel, bool recompute) {
+static void post(inferd_engine *e, uint64_t id, int32_t token, bool rel, bool recompute, bool early) {
     pd_msg *m = malloc(sizeof *m);
     if (!m) {
         /* out of memory: an answer must not be lost (the blocks would stay held), so
          * wait for memory; a release is lost at worst until the lease expires */
-        if (rel) return;
+        if (rel || early) return;
         while (!(m = malloc(sizeof *m))) nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
-    *m = (pd_msg){.id = id, .token = token, .release = rel, .recompute = recompute};
+    *m = (pd_msg){.id = id, .token = token, .release = rel, .recompute = recompute, .early = early};
     pthread_mutex_lock(&e->mu);
     m->next = e->pd.msgs;
     e->pd.msgs = m;
@@ -297,7 +317,7 @@ int inferd_kv_release(inferd_engine *e, uint64_t lease) {
     for (int32_t i = 0; i < e->pd.n_leases && !live; i++)
         live = e->pd.leases[i].id == lease && !e->pd.leases[i].gone && e->pd.leases[i].expiry > now;
     pthread_mutex_unlock(&e->mu);
-    post(e, lease, -1, true, false);
+    post(e, lease, -1, true, false, false);
     return live ? IFD_OK : IFD_ERR_NOT_FOUND;
 }
 
@@ -319,7 +339,11 @@ int inferd_kv_get_region(inferd_engine *e, inferd_kv_region *out) {
 }
 
 void inferd_kv_import_done(inferd_engine *e, uint64_t request_id, int32_t first_token, bool recompute) {
-    post(e, request_id, first_token < 0 ? -1 : first_token, false, recompute);
+    post(e, request_id, first_token < 0 ? -1 : first_token, false, recompute, false);
+}
+
+void inferd_kv_import_first(inferd_engine *e, uint64_t request_id, int32_t first_token) {
+    if (first_token >= 0) post(e, request_id, first_token, false, false, true);
 }
 
 void inferd_kv_get_info(const inferd_engine *e, inferd_kv_info *out) {

@@ -413,6 +413,8 @@ static int attempt(pd_server *p, pd_job *j, int i, char *err, size_t eb) {
     }
     free(reply);
     if (rc == 0 && result == 0) {
+        /* the client gets token 1 now, while the KV moves (TTFT: the remote prefill only) */
+        inferd_kv_import_first(p->e, j->id, token);
         /* remote[] comes from the network: kvx_get checks each id against the peer's pool */
         const double t1 = ifd_now_s();
         const int32_t b0 = j->n_cached / p->ki.block_size;

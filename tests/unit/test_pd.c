@@ -64,6 +64,7 @@ static void on_import(void *user, uint64_t id, int32_t n_cached, const int32_t *
 }
 
 static bool RANDOM; /* the random-weight model (long prompts) instead of the shared one */
+static bool EARLY;  /* the importer hands token 1 over before the KV (inferd_kv_import_first) */
 
 static inferd_engine *make(int64_t kv_bytes) {
     inferd_engine_options o;
@@ -163,6 +164,13 @@ static void disaggregated(inferd_engine *P, inferd_engine *D, const int32_t *p, 
     if (n_cached_p) *n_cached_p = 0;
     /* nothing runs while importing: the steps find no work */
     CHECK(inferd_engine_step(D) == 1 && !out->done && out->n == 0);
+    if (EARLY) { /* token 1 goes out at once; the sequence still waits for its KV */
+        inferd_kv_import_first(D, id, pre.ids[0]);
+        inferd_engine_step(D);
+        CHECKF(out->n == 1 && out->ids[0] == pre.ids[0] && !out->done, "%d tokens out before the KV", out->n);
+        inferd_kv_import_first(D, id, pre.ids[0]); /* twice: ignored */
+        CHECK(inferd_engine_step(D) == 1 && out->n == 1 && !out->done);
+    }
     const int32_t b0 = im.n_cached / ki.block_size, nb = im.n_blocks - b0;
     if (h == OK_ || h == ABORT_) {
         char *buf = malloc((size_t)(nb > 0 ? nb : 1) * ki.block_bytes);
@@ -282,10 +290,10 @@ static void test_failures(void) {
             CHECK(got.why == INFERD_FINISH_LENGTH);
             CHECK(used_blocks(D) == base);
             disaggregated(P, D, p, n, seeded, FAIL_ERROR, &got, NULL, NULL);
-            CHECK(got.why == INFERD_FINISH_ERROR && got.n == 0);
+            CHECK(got.why == INFERD_FINISH_ERROR && got.n == (EARLY ? 1 : 0));
             CHECK(used_blocks(D) == base);
             disaggregated(P, D, p, n, seeded, ABORT_, &got, NULL, NULL);
-            CHECK(got.why == INFERD_FINISH_ABORT && got.n == 0);
+            CHECK(got.why == INFERD_FINISH_ABORT && got.n == (EARLY ? 1 : 0));
             CHECK(used_blocks(D) == base);
         }
         free(p);
@@ -313,6 +321,58 @@ static void test_failures(void) {
     }
 out:
     inferd_engine_destroy(C);
+    inferd_engine_destroy(P);
+    inferd_engine_destroy(D);
+}
+
+/* Token 1 before the KV: the same outputs (cold, cached, shared prefix), and after a
+ * failed import the prompt and token 1 are recomputed and the output is still the
+ * colocated one; a token that would end the request waits for the answer. */
+static void test_early_first_token(void) {
+    EARLY = true;
+    const int32_t lens[] = {1, 17, 33};
+    run_lengths(lens, 3);
+    test_failures();
+    EARLY = false;
+    RANDOM = false;
+    inferd_engine *P = make(0), *D = make(0);
+    CHECK(P && D);
+    if (P && D) {
+        const int32_t vocab = inferd_n_vocab(D);
+        int32_t *p = prompt_of(20, 3, vocab, 0);
+        char err[256];
+        result pre = {0}, out = {0};
+        inferd_request q = {.prompt = p, .n_prompt = 20, .cb = on_out, .user = &pre, .kv_hold_ms = 60000};
+        sampling(&q.sampling, false, 1);
+        CHECK(inferd_submit(P, &q, NULL, err, sizeof err) == 0);
+        drain(P);
+        import im = {0};
+        q = (inferd_request){.prompt = p, .n_prompt = 20, .cb = on_out, .user = &out, .kv_import = on_import,
+                             .kv_import_user = &im};
+        sampling(&q.sampling, false, 1); /* max_tokens 1: token 1 ends it */
+        uint64_t id;
+        CHECK(inferd_submit(D, &q, &id, err, sizeof err) == 0);
+        for (int i = 0; i < 4 && !im.called; i++) inferd_engine_step(D);
+        CHECK(im.called);
+        inferd_kv_import_first(D, id, pre.ids[0]);
+        inferd_engine_step(D);
+        CHECK(out.n == 0 && !out.done); /* not yet: it would end the request under the importer */
+        inferd_kv_info ki;
+        inferd_kv_get_info(P, &ki);
+        char *buf = malloc((size_t)im.n_blocks * ki.block_bytes);
+        CHECK(inferd_kv_read_lease(P, pre.lease, 0, im.n_blocks, buf) == 0);
+        CHECK(inferd_kv_write(D, im.blocks, im.n_blocks, buf) == 0);
+        free(buf);
+        CHECK(inferd_kv_release(P, pre.lease) == 0); /* live until now: what was read is its */
+        inferd_engine_step(P);
+        CHECK(inferd_kv_release(P, pre.lease) == INFERD_ERR_NOT_FOUND); /* gone */
+        inferd_kv_import_done(D, id, pre.ids[0], false);
+        drain(D);
+        drain(P);
+        CHECK(out.done && out.n == 1 && out.ids[0] == pre.ids[0] && out.why == INFERD_FINISH_LENGTH);
+        CHECK(used_blocks(D) == 0);
+        free(p);
+    }
     inferd_engine_destroy(P);
     inferd_engine_destroy(D);
 }
@@ -442,5 +502,5 @@ out:
     inferd_engine_destroy(D);
 }
 
-TEST_MAIN(T(test_identical_shakespeare), T(test_identical_device), T(test_identical_long), T(test_failures), T(test_lease_expiry),
+TEST_MAIN(T(test_identical_shakespeare), T(test_identical_device), T(test_identical_long), T(test_failures), T(test_early_first_token), T(test_lease_expiry),
           T(test_lease_expiry_threaded), T(test_back_pressure))
