@@ -255,22 +255,50 @@ def test_prefill_dies_mid_call(policy):
     assert rcs == [0, 0], rcs
 
 
+def stream_or_error(srv: Server, prompt, max_tokens):
+    """A streamed greedy completion: its text, or ("error", text so far) when the stream
+    carried an error event (it must still end with [DONE])."""
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "stream": True}
+    c = srv.connection()
+    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 200
+    evs = sse_events(r)
+    c.close()
+    assert evs[-1] == "[DONE]", evs
+    objs = [json.loads(e) for e in evs[:-1]]
+    text = "".join(o["choices"][0]["text"] for o in objs if o.get("choices"))
+    return ("error", text) if any("error" in o for o in objs) else text
+
+
 @pytest.mark.parametrize("transport,env", TRANSPORTS, ids=TRANSPORT_IDS)
-def test_prefill_killed_under_load(transport, env):
+@pytest.mark.parametrize("policy", ["recompute", "fail"])
+def test_prefill_killed_under_load(policy, transport, env):
+    """SIGKILL of the prefill instance while 12 requests are in its queue, its prefills or
+    their KV transfers: recompute gives every request the colocated output; fail gives each
+    either that output or an SSE error event (after any text already out) and [DONE]. The
+    decode pool returns to its baseline either way."""
     need_transport(transport)
-    p, d, c = trio([], decode_args=("--pd-on-kv-failure", "recompute"), transport=transport, env=env)
+    p, d, c = trio([], decode_args=("--pd-on-kv-failure", policy), transport=transport, env=env)
     try:
         prompts = [prompt_ids(180, k, 1000) for k in range(12)]
         refs = [complete(c, q, max_tokens=16) for q in prompts]
         with ThreadPoolExecutor(12) as ex:
-            futs = [ex.submit(complete, d, q, 16) for q in prompts]
+            futs = [ex.submit(stream_or_error, d, q, 16) for q in prompts]
             time.sleep(0.05)
             p.kill()  # SIGKILL, whatever it is doing
             outs = [f.result(timeout=120) for f in futs]
-        assert outs == refs
+        if policy == "recompute":
+            assert outs == refs
+        else:
+            for o, ref in zip(outs, refs):
+                assert o == ref or (o[0] == "error" and ref.startswith(o[1])), (o, ref)
+            n_err = sum(isinstance(o, tuple) for o in outs)
+            print(f"fail/{transport}: {n_err} of 12 streams ended with an error event")
+            assert n_err == d.metrics()["inferd_pd_kv_failures_total"]
         assert wait_metric(d, "inferd_kv_blocks_used", 0, 5)
         m = d.metrics()
-        assert m["inferd_pd_remote_prefills_total"] + m["inferd_pd_recomputes_total"] + \
+        assert m["inferd_pd_remote_prefills_total"] + m["inferd_pd_kv_failures_total"] + \
             m["inferd_pd_local_prefills_total"] >= 12
         # afterwards, with no prefill instance: local prefill, same output
         assert complete(d, prompts[0], max_tokens=16) == refs[0]
