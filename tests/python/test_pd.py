@@ -74,14 +74,19 @@ def complete(srv: Server, prompt, max_tokens=24, seed=None, stream=False):
         assert st == 200, d
         return d["choices"][0]["text"]
     body["stream"] = True
+    return "".join(o["choices"][0]["text"] for o in stream_objs(srv, body) if o.get("choices"))
+
+
+def stream_objs(srv: Server, body: dict) -> list[dict]:
+    """A streamed completion's events (it must end with [DONE])."""
     c = srv.connection()
     c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse()
     assert r.status == 200
     evs = sse_events(r)
     c.close()
-    assert evs[-1] == "[DONE]"
-    return "".join(json.loads(e)["choices"][0]["text"] for e in evs[:-1] if json.loads(e).get("choices"))
+    assert evs[-1] == "[DONE]", evs
+    return [json.loads(e) for e in evs[:-1]]
 
 
 def prompt_ids(n: int, salt: int, vocab: int) -> list[int]:
@@ -259,14 +264,7 @@ def stream_or_error(srv: Server, prompt, max_tokens):
     """A streamed greedy completion: its text, or ("error", text so far) when the stream
     carried an error event (it must still end with [DONE])."""
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True, "stream": True}
-    c = srv.connection()
-    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    assert r.status == 200
-    evs = sse_events(r)
-    c.close()
-    assert evs[-1] == "[DONE]", evs
-    objs = [json.loads(e) for e in evs[:-1]]
+    objs = stream_objs(srv, body)
     text = "".join(o["choices"][0]["text"] for o in objs if o.get("choices"))
     return ("error", text) if any("error" in o for o in objs) else text
 

@@ -94,15 +94,23 @@ static bool need_ucx(void) {
     return false;
 }
 
+/* A kvx server on 127.0.0.1 serving f (NULL: it failed, reported). */
+static kvx_server *serve(fake *f) {
+    const kvx_hello me = hello();
+    kvx_handlers h = {.call = h_call, .read = h_read, .release = h_release, .user = f};
+    kvx_server *srv = NULL;
+    char err[256] = "";
+    CHECKF(kvx_server_start(&srv, "127.0.0.1", 0, &me, &h, 8, 30, 10, err, sizeof err) == 0, "%s", err);
+    return srv;
+}
+
 static void reads_of_shape(int shape, uint64_t want_ops) {
     fake f;
     fake_init(&f, shape);
     const kvx_hello me = hello();
-    kvx_handlers h = {.call = h_call, .read = h_read, .release = h_release, .user = &f};
-    kvx_server *srv = NULL;
+    kvx_server *srv = serve(&f);
     kvx_conn *c = NULL;
     char err[256] = "";
-    CHECKF(kvx_server_start(&srv, "127.0.0.1", 0, &me, &h, 8, 30, 10, err, sizeof err) == 0, "%s", err);
     if (!srv) goto out;
     CHECKF(kvx_server_ucx(srv, &f.r, err, sizeof err) == 0, "%s", err);
     CHECK(kvx_server_ucx(srv, &f.r, err, sizeof err) == IFD_ERR_INVALID); /* once */
@@ -167,10 +175,8 @@ static void test_ucx_many_clients(void) {
     fake f;
     fake_init(&f, 0);
     const kvx_hello me = hello();
-    kvx_handlers h = {.call = h_call, .read = h_read, .release = h_release, .user = &f};
-    kvx_server *srv = NULL;
+    kvx_server *srv = serve(&f);
     char err[256] = "";
-    CHECKF(kvx_server_start(&srv, "127.0.0.1", 0, &me, &h, 8, 30, 10, err, sizeof err) == 0, "%s", err);
     CHECKF(srv && kvx_server_ucx(srv, &f.r, err, sizeof err) == 0, "%s", err);
     kvx_conn *c[4] = {0};
     for (int k = 0; srv && k < 4; k++)
@@ -196,11 +202,9 @@ static void test_ucx_peer_without_region(void) {
     fake f;
     fake_init(&f, 0);
     const kvx_hello me = hello();
-    kvx_handlers h = {.call = h_call, .read = h_read, .release = h_release, .user = &f};
-    kvx_server *srv = NULL;
+    kvx_server *srv = serve(&f);
     kvx_conn *c = NULL;
     char err[256] = "";
-    CHECKF(kvx_server_start(&srv, "127.0.0.1", 0, &me, &h, 8, 30, 10, err, sizeof err) == 0, "%s", err);
     CHECKF(srv && kvx_connect(&c, "127.0.0.1", kvx_server_port(srv), &me, NULL, 10, err, sizeof err) == 0, "%s", err);
     if (c) {
         CHECK(kvx_ucx_attach(c, err, sizeof err) == IFD_ERR_UNSUPPORTED);
