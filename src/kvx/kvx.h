@@ -123,6 +123,9 @@ int kvx_get(kvx_conn *c, const int32_t *remote, int32_t n, void *buf, double io_
             size_t err_bytes);
 /* The connection broke (IFD_ERR_IO or a protocol error on it): close it, never reuse. */
 bool kvx_broken(const kvx_conn *c);
+/* From another thread (the only call that may be): what c is doing or does next fails
+ * at once with IFD_ERR_IO (a shutdown: c stays valid until kvx_close by its user). */
+void kvx_interrupt(kvx_conn *c);
 void kvx_close(kvx_conn *c); /* NULL ok */
 
 #endif

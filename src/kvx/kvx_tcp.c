@@ -623,6 +623,11 @@ int kvx_get(kvx_conn *c, const int32_t *remote, int32_t n, void *buf, double io_
 
 bool kvx_broken(const kvx_conn *c) { return c->broken; }
 
+void kvx_interrupt(kvx_conn *c) {
+    shutdown(c->fd, SHUT_RDWR);
+    if (c->ucx) kvx_ucx_cli_interrupt(c->ucx);
+}
+
 void kvx_close(kvx_conn *c) {
     if (!c) return;
     kvx_ucx_cli_destroy(c->ucx);

@@ -32,6 +32,7 @@ int kvx_ucx_cli_get(kvx_ucx_cli *c, const int32_t *remote, int32_t n, void *buf,
     return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED, "kvx: no UCX");
 }
 void kvx_ucx_cli_destroy(kvx_ucx_cli *c) { (void)c; }
+void kvx_ucx_cli_interrupt(kvx_ucx_cli *c) { (void)c; }
 
 #else
 
@@ -431,6 +432,8 @@ int kvx_ucx_cli_get(kvx_ucx_cli *c, const int32_t *remote, int32_t n, void *buf,
     }
     return 0;
 }
+
+void kvx_ucx_cli_interrupt(kvx_ucx_cli *c) { atomic_store(&c->ep_failed, true); }
 
 void kvx_ucx_cli_destroy(kvx_ucx_cli *c) {
     if (!c) return;

@@ -41,5 +41,7 @@ int kvx_ucx_cli_create(kvx_ucx_cli **out, const void *blob, size_t n, uint64_t b
 int kvx_ucx_cli_get(kvx_ucx_cli *c, const int32_t *remote, int32_t n, void *buf, double deadline, uint64_t *ops,
                     char *err, size_t err_bytes);
 void kvx_ucx_cli_destroy(kvx_ucx_cli *c); /* NULL ok */
+/* From another thread: the get in progress, or the next, fails (as if the peer had). */
+void kvx_ucx_cli_interrupt(kvx_ucx_cli *c);
 
 #endif

@@ -64,6 +64,8 @@ struct pd_server {
     pthread_cond_t cv;
     pd_job *head, *tail;
     bool stopping;
+    kvx_conn **inflight; /* under mu: connections in a call or transfer (pd_stop interrupts them) */
+    int n_inflight;      /* its slots: one per worker */
     _Atomic uint64_t remote_prefills, local_prefills, failures, recomputes, retries, busy_waits;
     _Atomic uint64_t transfer_bytes, transfer_us, remote_prefill_us, transfer_ops;
 };
@@ -360,12 +362,30 @@ static void peer_put(pd_server *p, pd_peer *pe, kvx_conn *c, bool failed) {
     kvx_close(c);
 }
 
+/* Register c as in flight (or, c NULL, unregister old); false: stopping (not registered). */
+static bool inflight_set(pd_server *p, kvx_conn *old, kvx_conn *c) {
+    pthread_mutex_lock(&p->mu);
+    bool ok = !p->stopping || !c;
+    for (int i = 0; ok && i < p->n_inflight; i++)
+        if (p->inflight[i] == old) {
+            p->inflight[i] = c;
+            break;
+        }
+    pthread_mutex_unlock(&p->mu);
+    return ok;
+}
+
 /* One attempt on peer i: 1 done (answered), 0 failed, 2 busy (try again later). */
 static int attempt(pd_server *p, pd_job *j, int i, char *err, size_t eb) {
     pd_peer *pe = &p->peers[i];
     kvx_conn *c = peer_conn(p, pe, err, eb);
     if (!c) {
         peer_put(p, pe, NULL, true);
+        return 0;
+    }
+    if (!inflight_set(p, NULL, c)) { /* shutting down */
+        snprintf(err, eb, "shutting down");
+        peer_put(p, pe, c, false);
         return 0;
     }
     atomic_fetch_add(&pe->outstanding, 1);
@@ -455,6 +475,7 @@ static int attempt(pd_server *p, pd_job *j, int i, char *err, size_t eb) {
         }
     }
     free(remote);
+    inflight_set(p, c, NULL);
     atomic_fetch_sub(&pe->outstanding, 1);
     peer_put(p, pe, c, rc != 0);
     if (result == 1) inferd_kv_import_done(p->e, j->id, token, false);
@@ -482,6 +503,13 @@ static void run_job(pd_server *p, pd_job *j) {
                 break;
             }
             nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+            pthread_mutex_lock(&p->mu);
+            const bool stop = p->stopping;
+            pthread_mutex_unlock(&p->mu);
+            if (stop) {
+                snprintf(err, sizeof err, "shutting down");
+                break;
+            }
             continue;
         }
         tried[i < 64 ? i : 63] = true;
@@ -662,7 +690,9 @@ int pd_start(server *s, char *err, size_t eb) {
     }
     if (parse_peers(p, c->pd_prefill, err, eb)) return -1;
     p->workers = calloc((size_t)c->pd_workers, sizeof *p->workers);
-    if (!p->workers) return ifd_errf(err, eb, IFD_ERR_NOMEM, "out of memory");
+    p->inflight = calloc((size_t)c->pd_workers, sizeof *p->inflight);
+    if (!p->workers || !p->inflight) return ifd_errf(err, eb, IFD_ERR_NOMEM, "out of memory");
+    p->n_inflight = (int)c->pd_workers;
     for (int i = 0; i < c->pd_workers; i++) {
         if (pthread_create(&p->workers[i], NULL, worker_main, p)) break;
         p->n_workers++;
@@ -676,14 +706,24 @@ int pd_start(server *s, char *err, size_t eb) {
     return 0;
 }
 
+void pd_interrupt(server *s) {
+    pd_server *p = s->pd;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    pthread_cond_broadcast(&p->cv);
+    /* a call to a prefill instance that hangs (alive, never answering) would hold its
+     * worker, and its request, for the call's 600 s: cut them all */
+    for (int i = 0; i < p->n_inflight; i++)
+        if (p->inflight[i]) kvx_interrupt(p->inflight[i]);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void pd_stop(server *s) {
     pd_server *p = s->pd;
     if (!p) return;
     kvx_server_stop(p->kv); /* prefill: calls in flight finish first */
-    pthread_mutex_lock(&p->mu);
-    p->stopping = true;
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    pd_interrupt(s);
     for (int i = 0; i < p->n_workers; i++) pthread_join(p->workers[i], NULL);
     for (pd_job *j = p->head, *n; j; j = n) { /* none: the workers drained the queue */
         n = j->next;
@@ -694,6 +734,7 @@ void pd_stop(server *s) {
         for (int k = 0; k < p->peers[i].n_idle; k++) kvx_close(p->peers[i].idle[k]);
     free(p->peers);
     free(p->workers);
+    free(p->inflight);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->peer_mu);
     pthread_cond_destroy(&p->cv);

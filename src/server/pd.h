@@ -29,6 +29,9 @@ int pd_start(struct server *s, char *err, size_t err_bytes);
 /* Before the engine goes: answers every import still queued, joins the workers, closes
  * the KV endpoint. NULL-safe (s->pd may be NULL). */
 void pd_stop(struct server *s);
+/* Shutting down (the drain timed out): remote prefills and transfers in flight fail now
+ * (their requests end by --pd-on-kv-failure), none start. Any thread; NULL-safe. */
+void pd_interrupt(struct server *s);
 
 /* Decode role: whether a request goes through a prefill instance (n 1, no grammar, no
  * logprobs, prompt long enough); if so, fills er's kv_import fields (a job owned by the

@@ -299,6 +299,7 @@ int server_main(int argc, char **argv) {
         if (!aborted && now >= deadline) {
             slog("warn", "shutdown timeout: aborting %lld requests in flight", (long long)atomic_load(&s->inflight));
             gen_abort_all(s, ABORT_SHUTDOWN);
+            pd_interrupt(s); /* an import waiting on a hung prefill instance ends now */
             aborted = true;
             hard_deadline = now + (lost ? 3 : 10);
         }

@@ -192,7 +192,9 @@ class FakePrefill:
     """A KV endpoint that shakes hands (echoing the decode side's hello), takes one call
     and closes: a prefill instance dying in the middle of a call."""
 
-    def __init__(self):
+    def __init__(self, hang=False):
+        """hang: take the call and never answer (a prefill instance alive but stuck)."""
+        self.hang, self.held = hang, []
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -214,6 +216,9 @@ class FakePrefill:
                 t, _ = recv_frame(s)
                 if t == F_CALL:
                     self.calls += 1
+                if self.hang:
+                    self.held.append(s)
+                    continue
             except (ConnectionError, AssertionError, struct.error):
                 pass
             s.close()
@@ -221,6 +226,30 @@ class FakePrefill:
     def close(self):
         self.stop = True
         self.sock.close()
+        for s in self.held:
+            s.close()
+
+
+def test_shutdown_with_a_hung_prefill():
+    """A prefill instance that takes the call and never answers holds the decode
+    instance's worker in the call (600 s); a SIGTERM cuts it after the drain period."""
+    fake = FakePrefill(hang=True)
+    d = Server("--role", "decode", "--pd-prefill", f"127.0.0.1:{fake.port}", "--pd-local-threshold", "0",
+               "--pd-on-kv-failure", "fail", "--shutdown-timeout", "1")
+    try:
+        body = {"prompt": prompt_ids(40, 2, 1000), "max_tokens": 8, "temperature": 0}
+        t = threading.Thread(target=lambda: d.request("POST", "/v1/completions", body, timeout=60), daemon=True)
+        t.start()
+        deadline = time.time() + 10
+        while fake.calls < 1 and time.time() < deadline:
+            time.sleep(0.02)
+        assert fake.calls == 1
+        t0 = time.time()
+        rc = d.stop(timeout=30)
+        took = time.time() - t0
+    finally:
+        fake.close()
+    assert rc == 0 and took < 10, (rc, took)
 
 
 @pytest.mark.parametrize("policy", ["fail", "recompute"])
