@@ -149,8 +149,10 @@ static void *srv_progress_main(void *arg) {
     kvx_ucx_srv *s = arg;
     while (!atomic_load(&s->stop)) {
         if (!progress_and_arm(s->w)) continue;
+        /* 5 ms at most: not every message that needs an answer signals the event fd
+         * (see wait_reqs); 200 idle wake-ups a second cost nothing measurable */
         struct pollfd pf = {.fd = s->efd, .events = POLLIN};
-        (void)poll(&pf, 1, 100); /* 100 ms: the stop is seen */
+        (void)poll(&pf, 1, 5);
     }
     return NULL;
 }
@@ -352,9 +354,12 @@ static bool wait_reqs(kvx_ucx_cli *c, void **reqs, int n, double deadline) {
         }
         if (cancelled && now > hard) return false;
         if (!progress_and_arm(c->w)) continue;
+        /* 1 ms at most: over tcp the replies that complete an emulated GET do not all
+         * signal the event fd (measured: a 12 MB read took 112 ms waiting in 100 ms
+         * slices, 7 ms spinning); a 1 ms wait costs little and spins no core */
         const double left = (cancelled ? hard : deadline) - now;
         struct pollfd pf = {.fd = c->efd, .events = POLLIN};
-        (void)poll(&pf, 1, (int)(IFD_MAX(IFD_MIN(left, 0.1), 0.0) * 1e3) + 1);
+        (void)poll(&pf, 1, left > 0.001 ? 1 : 0);
     }
 }
 
