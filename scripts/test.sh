@@ -15,6 +15,7 @@ bash bench/engine_bench.sh build Q4_0 1   # benchmark smoke test (tiny model, se
 build/grammar_bench ../shared/models/shakespeare-target.gguf --gens 3   # constrained decoding (seconds)
 python3 bench/pd_bench.py --build build --random-weights tiny --duration 3 --warmup 1 --long-len 500 \
   --long-every 0.5 --streams 2 --decode-tokens 16 --configs colocated,pd-tcp,pd-ucx,pd-netns   # PD vs colocated (seconds)
+build/kvx_bench --reps 3   # KV transfer layer: tcp read vs UCX GETs (seconds)
 BATCHES="1 4" bash bench/spec_bench.sh build ../shared/models/shakespeare-target.gguf \
   ../shared/models/shakespeare-draft.gguf 16   # speculative decoding smoke test (seconds)
 PY=${PYTHON:-python3}
