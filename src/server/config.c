@@ -227,6 +227,13 @@ static const cfg_opt OPTS[] = {
      "UCX_TLS and the other UCX_* variables apply; both roles must say the same)"},
     {"pd-workers", NULL, S, CFG_INT, O(pd_workers), "4", 1, 256, NULL, false,
      "decode role: concurrent remote prefills and transfers"},
+    {"pd-ucx-stage", NULL, S, CFG_ENUM, O(pd_ucx_stage), "auto", 0, 0, "auto|always", false,
+     "prefill role with --pd-transport ucx: auto (decode instances read the KV pool itself when it is in host "
+     "memory, else a staging area in host memory that each lease's blocks are copied into) or always (the "
+     "staging area: the pool itself is then never exposed to UCX)"},
+    {"pd-stage-bytes", NULL, S, CFG_SIZE, O(pd_stage_bytes), "1G", 1 << 16, BIG, NULL, false,
+     "prefill role: the UCX staging area's size; a lease that does not fit is read over the KV port's TCP "
+     "connection instead"},
     {"responses-store-ttl", NULL, S, CFG_FLOAT, O(responses_store_ttl_s), "3600", 0, 1e9, NULL, false,
      "seconds a stored response is kept after its last use (0 = no expiry)"},
     {"template-timeout", NULL, S, CFG_FLOAT, O(template_timeout_s), "2", 0.01, 600, NULL, false,

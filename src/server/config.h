@@ -103,6 +103,8 @@ typedef struct server_config {
     int64_t pd_on_kv_failure; /* pd_failure */
     int64_t pd_transport;     /* 0 tcp, 1 ucx */
     int64_t pd_workers;
+    int64_t pd_ucx_stage;     /* 0 auto, 1 always */
+    int64_t pd_stage_bytes;
     /* chat template rendering limits */
     double template_timeout_s;
     int64_t template_max_bytes;

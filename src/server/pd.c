@@ -56,7 +56,15 @@ struct pd_server {
     /* prefill */
     kvx_server *kv;
     _Atomic uint64_t calls, busy_refusals;
-    bool ucx_region; /* the pool is registered with UCX (else ucx peers read over tcp) */
+    bool ucx_region; /* a region is registered with UCX: the pool, or the staging area */
+    /* UCX staging (a pool not in host memory, or --pd-ucx-stage always): each lease's
+     * blocks are copied into free slots of a registered host area, read from there */
+    unsigned char *stage;
+    int32_t stage_blocks;
+    uint64_t *stage_owner; /* under stage_mu: the lease holding each slot (0: free) */
+    double *stage_expiry;  /* under stage_mu: when the slot is free whatever happened */
+    pthread_mutex_t stage_mu;
+    _Atomic uint64_t stage_misses;
     /* decode */
     pd_peer *peers;
     int n_peers;
@@ -120,6 +128,50 @@ static int get_num(const cJSON *o, const char *k, double *v) {
     if (!cJSON_IsNumber(x)) return -1;
     *v = x->valuedouble;
     return 0;
+}
+
+/* Copy lease's n blocks into free staging slots (their ids into slots): true, or false
+ * (no room, or the lease is gone: nothing held). A slot is held until its lease is
+ * released or until lease_ms from now (after the lease's own expiry: a read confirmed
+ * by the release check read a slot still held). */
+static bool stage_lease(pd_server *p, uint64_t lease, int32_t n, int32_t *slots) {
+    const double now = ifd_now_s();
+    int32_t k = 0;
+    pthread_mutex_lock(&p->stage_mu);
+    for (int32_t i = 0; i < p->stage_blocks && k < n; i++) {
+        if (p->stage_owner[i] && p->stage_expiry[i] <= now) p->stage_owner[i] = 0;
+        if (!p->stage_owner[i]) slots[k++] = i;
+    }
+    for (int32_t i = 0; k == n && i < n; i++) {
+        p->stage_owner[slots[i]] = lease;
+        p->stage_expiry[slots[i]] = now + (double)p->s->cfg.pd_lease_ms * 1e-3;
+    }
+    pthread_mutex_unlock(&p->stage_mu);
+    if (k < n) {
+        atomic_fetch_add(&p->stage_misses, 1);
+        return false;
+    }
+    const size_t bb = p->ki.block_bytes;
+    for (int32_t i = 0; i < n;) { /* runs of consecutive slots in one read each */
+        int32_t m = 1;
+        while (i + m < n && slots[i + m] == slots[i] + m) m++;
+        if (inferd_kv_read_lease(p->e, lease, i, m, p->stage + (size_t)slots[i] * bb) != 0) {
+            pthread_mutex_lock(&p->stage_mu);
+            for (int32_t j = 0; j < n; j++) p->stage_owner[slots[j]] = 0;
+            pthread_mutex_unlock(&p->stage_mu);
+            return false;
+        }
+        i += m;
+    }
+    return true;
+}
+
+static void stage_free(pd_server *p, uint64_t lease) {
+    if (!p->stage) return;
+    pthread_mutex_lock(&p->stage_mu);
+    for (int32_t i = 0; i < p->stage_blocks; i++)
+        if (p->stage_owner[i] == lease) p->stage_owner[i] = 0;
+    pthread_mutex_unlock(&p->stage_mu);
 }
 
 static int on_call(void *user, const char *req, size_t n, char **reply, size_t *reply_n) {
@@ -229,7 +281,12 @@ static int on_call(void *user, const char *req, size_t n, char **reply, size_t *
                 /* the blocks' ids: a UCX peer reads them from the registered pool */
                 sbuf_printf(&lease_reply, "{\"token\":%d,\"lease\":\"%llu\",\"n_blocks\":%d,\"cached_tokens\":%d",
                             w.token, (unsigned long long)w.lease, w.n_blocks, w.cached);
-                if (w.blocks) {
+                /* staged: the slots' ids instead (none: no room, the peer reads over tcp) */
+                if (w.blocks && p->stage && !stage_lease(p, w.lease, w.n_blocks, w.blocks)) {
+                    free(w.blocks);
+                    w.blocks = NULL;
+                }
+                if (w.blocks && p->ucx_region) {
                     sbuf_puts(&lease_reply, ",\"blocks\":[");
                     for (int32_t i = 0; i < w.n_blocks; i++) sbuf_printf(&lease_reply, i ? ",%d" : "%d", w.blocks[i]);
                     sbuf_puts(&lease_reply, "]");
@@ -270,7 +327,9 @@ static int on_read(void *user, uint64_t lease, int32_t first, int32_t n, void *b
 
 static int on_release(void *user, uint64_t lease) {
     pd_server *p = user;
-    return inferd_kv_release(p->e, lease);
+    const int rc = inferd_kv_release(p->e, lease);
+    stage_free(p, lease); /* after the check: a live lease's slots were held until now */
+    return rc;
 }
 
 /* ---- decode side -------------------------------------------------------------------- */
@@ -413,7 +472,9 @@ static int attempt(pd_server *p, pd_job *j, int i, char *err, size_t eb) {
             token = (int32_t)tk->valuedouble;
             lease = strtoull(ls->valuestring, NULL, 10);
             const cJSON *bl = cJSON_GetObjectItemCaseSensitive(r, "blocks");
-            if (kvx_ucx_attached(c)) { /* the lease's block ids in the peer's pool */
+            /* the lease's block ids in the peer's registered region; none (its staging
+             * area was full): this one is read over the connection */
+            if (kvx_ucx_attached(c) && bl) {
                 if (cJSON_IsArray(bl) && cJSON_GetArraySize(bl) == j->n_blocks &&
                     (remote = malloc((size_t)IFD_MAX(j->n_blocks, 1) * sizeof *remote))) {
                     int k = 0;
@@ -642,6 +703,46 @@ static int parse_peers(pd_server *p, const char *list, char *err, size_t eb) {
     return 0;
 }
 
+/* Prefill role, --pd-transport ucx: register the pool itself, or a staging area. */
+static int pd_start_ucx(pd_server *p, char *err, size_t eb) {
+    const server_config *c = &p->s->cfg;
+    inferd_kv_region *r = malloc(sizeof *r);
+    kvx_region *kr = malloc(sizeof *kr);
+    int rc = !r || !kr ? IFD_ERR_NOMEM : c->pd_ucx_stage == 1 ? IFD_ERR_UNSUPPORTED : inferd_kv_get_region(p->e, r);
+    if (rc == 0) { /* the pool itself */
+        *kr = (kvx_region){.base = r->base, .bytes = r->bytes, .n_blocks = r->n_blocks, .n_segs = r->n_segs,
+                           .seg_bytes = r->seg_bytes, .block_stride = r->block_stride};
+        for (int32_t i = 0; i < r->n_segs; i++) kr->seg_off[i] = r->seg_off[i];
+    } else if (rc == IFD_ERR_UNSUPPORTED) { /* a staging area in the exchange layout */
+        const size_t bb = p->ki.block_bytes;
+        const int32_t n_segs = 2 * p->ki.n_layers;
+        p->stage_blocks = (int32_t)IFD_MIN((int64_t)p->ki.n_blocks, IFD_MAX((int64_t)1, c->pd_stage_bytes / (int64_t)bb));
+        void *mem = NULL;
+        p->stage_owner = calloc((size_t)p->stage_blocks, sizeof *p->stage_owner);
+        p->stage_expiry = calloc((size_t)p->stage_blocks, sizeof *p->stage_expiry);
+        if (n_segs > KVX_MAX_SEGS || !p->stage_owner || !p->stage_expiry ||
+            posix_memalign(&mem, 4096, (size_t)p->stage_blocks * bb)) {
+            rc = IFD_ERR_NOMEM;
+        } else {
+            p->stage = mem;
+            memset(p->stage, 0, (size_t)p->stage_blocks * bb);
+            *kr = (kvx_region){.base = p->stage, .bytes = (size_t)p->stage_blocks * bb, .n_blocks = p->stage_blocks,
+                               .n_segs = n_segs, .seg_bytes = bb / (size_t)n_segs, .block_stride = bb};
+            for (int32_t i = 0; i < n_segs; i++) kr->seg_off[i] = (uint64_t)i * kr->seg_bytes;
+            rc = 0;
+            char f[160];
+            snprintf(f, sizeof f, "\"blocks\":%d,\"bytes\":%zu", p->stage_blocks, (size_t)p->stage_blocks * bb);
+            slog_fields("info", "pd: UCX staging area (each lease's blocks are copied there for decode instances)", f);
+        }
+    }
+    if (rc == 0) rc = kvx_server_ucx(p->kv, kr, err, eb);
+    else ifd_errf(err, eb, rc, "pd: out of memory for the UCX staging area");
+    if (rc == 0) p->ucx_region = true;
+    free(r);
+    free(kr);
+    return rc;
+}
+
 int pd_start(server *s, char *err, size_t eb) {
     const server_config *c = &s->cfg;
     if (c->role == PD_ROLE_BOTH) return 0;
@@ -655,6 +756,7 @@ int pd_start(server *s, char *err, size_t eb) {
     p->role = (int)c->role;
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->peer_mu, NULL);
+    pthread_mutex_init(&p->stage_mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     inferd_kv_get_info(p->e, &p->ki);
     p->me.compat_hash = p->ki.compat_hash;
@@ -670,27 +772,7 @@ int pd_start(server *s, char *err, size_t eb) {
         kvx_handlers h = {.call = on_call, .read = on_read, .release = on_release, .user = p};
         const char *host = c->pd_kv_host && c->pd_kv_host[0] ? c->pd_kv_host : c->host;
         if (kvx_server_start(&p->kv, host, port, &p->me, &h, 256, 300, 30, err, eb)) return -1;
-        if (c->pd_transport == 1) {
-            inferd_kv_region *r = malloc(sizeof *r);
-            kvx_region *kr = malloc(sizeof *kr);
-            int rc = r && kr ? inferd_kv_get_region(p->e, r) : IFD_ERR_NOMEM;
-            if (rc == 0) {
-                *kr = (kvx_region){.base = r->base, .bytes = r->bytes, .n_blocks = r->n_blocks, .n_segs = r->n_segs,
-                                   .seg_bytes = r->seg_bytes, .block_stride = r->block_stride};
-                for (int32_t i = 0; i < r->n_segs; i++) kr->seg_off[i] = r->seg_off[i];
-                rc = kvx_server_ucx(p->kv, kr, err, eb);
-                if (rc == 0) p->ucx_region = true;
-            } else if (rc == IFD_ERR_UNSUPPORTED) { /* CUDA: staged through host memory */
-                slog("warn", "pd: --pd-transport ucx: this backend's KV pool is not in host memory; decode instances "
-                             "read it over the KV port's TCP connection (staged through pinned host memory)");
-                rc = 0;
-            } else if (rc == IFD_ERR_NOMEM) {
-                ifd_errf(err, eb, rc, "out of memory");
-            }
-            free(r);
-            free(kr);
-            if (rc) return -1;
-        }
+        if (c->pd_transport == 1 && pd_start_ucx(p, err, eb)) return -1;
         char f[512];
         snprintf(f, sizeof f, "\"role\":\"prefill\",\"kv_host\":\"%s\",\"kv_port\":%d,\"transport\":\"%s\",\"lease_ms\":%lld",
                  host, kvx_server_port(p->kv), p->ucx_region ? "ucx" : "tcp", (long long)c->pd_lease_ms);
@@ -744,6 +826,10 @@ void pd_stop(server *s) {
     free(p->peers);
     free(p->workers);
     free(p->inflight);
+    free(p->stage); /* after kvx_server_stop: no one reads it any more */
+    free(p->stage_owner);
+    free(p->stage_expiry);
+    pthread_mutex_destroy(&p->stage_mu);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->peer_mu);
     pthread_cond_destroy(&p->cv);
@@ -758,10 +844,9 @@ bool pd_metadata(server *s, sbuf *o) {
                    "\"block_bytes\":%zu,\"transport\":\"%s\",\"kv_port\":%d,\"compat\":",
                 p->role == PD_ROLE_PREFILL ? "prefill" : "decode", (unsigned long long)p->me.compat_hash,
                 (unsigned long long)p->me.epoch, p->ki.block_size, p->ki.block_bytes,
-                p->s->cfg.pd_transport == 1 ? (p->role == PD_ROLE_PREFILL && !p->ucx_region ? "ucx-staged-tcp" : "ucx")
-                                            : "tcp",
-                p->kv ? kvx_server_port(p->kv) : 0);
+                p->s->cfg.pd_transport == 1 ? "ucx" : "tcp", p->kv ? kvx_server_port(p->kv) : 0);
     sbuf_json_str(o, p->me.compat, strlen(p->me.compat));
+    if (p->stage) sbuf_printf(o, ",\"ucx_stage_blocks\":%d", p->stage_blocks);
     sbuf_puts(o, "}");
     return true;
 }
@@ -786,6 +871,10 @@ void pd_metrics(server *s, sbuf *o) {
         counter(o, "inferd_pd_prefill_calls_total", "Prefill calls received.", (double)atomic_load(&p->calls));
         counter(o, "inferd_pd_busy_refusals_total", "Prefill calls answered 'retry after' (engine full).",
                 (double)atomic_load(&p->busy_refusals));
+        if (p->stage)
+            counter(o, "inferd_pd_stage_misses_total",
+                    "Leases that did not fit the UCX staging area (their blocks were read over TCP).",
+                    (double)atomic_load(&p->stage_misses));
         return;
     }
     inferd_pd_stats st;

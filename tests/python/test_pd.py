@@ -119,11 +119,11 @@ def need_transport(transport: str):
         skip_unless_ci("this inferd was built without UCX (apt-get install libucx-dev)")
 
 
-def trio(model_args: list[str], model="default", decode_args=(), transport="tcp", env=None):
+def trio(model_args: list[str], model="default", decode_args=(), transport="tcp", env=None, prefill_args=()):
     kvp = free_port()
     kw = {} if model == "default" else {"model": model}
     t = ("--pd-transport", transport)
-    p = Server("--role", "prefill", "--pd-kv-port", str(kvp), *t, *model_args, env=env, **kw)
+    p = Server("--role", "prefill", "--pd-kv-port", str(kvp), *t, *prefill_args, *model_args, env=env, **kw)
     d = Server("--role", "decode", "--pd-prefill", f"127.0.0.1:{kvp}", "--pd-local-threshold", "0", *t,
                *decode_args, *model_args, env=env, **kw)
     c = Server(*model_args, **kw)
@@ -132,19 +132,23 @@ def trio(model_args: list[str], model="default", decode_args=(), transport="tcp"
 
 # ucx-tcp: UCX held to its tcp transport (GETs emulated with active messages: the
 # prefill side's progress thread must answer), as across hosts without RDMA
-TRANSPORTS = [("tcp", None), ("ucx", None), ("ucx", {"UCX_TLS": "tcp"})]
-TRANSPORT_IDS = ["tcp", "ucx", "ucx-tcp"]
+# ucx-stage: the prefill side copies each lease's blocks into a registered staging area
+# (what a CUDA prefill instance does, its pool being device memory) and decode instances
+# read them there
+STAGE = ("--pd-ucx-stage", "always")
+TRANSPORTS = [("tcp", None, ()), ("ucx", None, ()), ("ucx", {"UCX_TLS": "tcp"}, ()), ("ucx", None, STAGE)]
+TRANSPORT_IDS = ["tcp", "ucx", "ucx-tcp", "ucx-stage"]
 
 
-@pytest.mark.parametrize("transport,env", TRANSPORTS, ids=TRANSPORT_IDS)
+@pytest.mark.parametrize("transport,env,pargs", TRANSPORTS, ids=TRANSPORT_IDS)
 @pytest.mark.parametrize("shape", ["shakespeare", "tiny"])
-def test_identical(shape, transport, env):
+def test_identical(shape, transport, env, pargs):
     need_transport(transport)
     if shape == "shakespeare":
         args, model, lens, vocab = [], "default", [1, 15, 16, 17, 33], 1000
     else:
         args, model, lens, vocab = ["--random-weights", "tiny", "--random-weights-seed", "3"], None, [1000], 500
-    p, d, c = trio(args, model, transport=transport, env=env)
+    p, d, c = trio(args, model, transport=transport, env=env, prefill_args=pargs)
     try:
         n_req = 0
         for n in lens:
@@ -178,7 +182,11 @@ def test_identical(shape, transport, env):
             # each transfer here is one run (a fresh pool), or two past a cached prefix
             n_layers = int(re.search(r"layers=(\d+) ", meta["compat"]).group(1))
             ops = m["inferd_pd_kv_transfer_ops_total"]
-            assert 2 * n_layers * n_req <= ops <= 2 * n_layers * n_req * 2, (ops, n_layers, n_req)
+            per = 1 if pargs == STAGE else 2 * n_layers  # staged: blocks whole, in the exchange layout
+            assert per * n_req <= ops <= per * n_req * 2, (ops, n_layers, n_req)
+            assert ("ucx_stage_blocks" in meta) == (pargs == STAGE)
+            if pargs == STAGE:
+                assert mp["inferd_pd_stage_misses_total"] == 0
         st, meta_d = d.json("GET", "/pd/metadata")
         assert st == 200 and meta_d["compat_hash"] == meta["compat_hash"]
         st, _ = c.json("GET", "/pd/metadata")
@@ -186,6 +194,35 @@ def test_identical(shape, transport, env):
     finally:
         rcs = [s.stop() for s in (p, d, c)]
     assert rcs == [0, 0, 0], rcs  # clean exits (and, under ASan, no leaks)
+
+
+def test_ucx_stage_full():
+    """A staging area of 16 blocks against 8 concurrent 200-token prompts (13 blocks
+    each, prefilled in the same batches: one fits at a time): what does not fit is read
+    over TCP instead, the outputs stay identical, and the slots come back after the
+    releases."""
+    need_transport("ucx")
+    p, d, c = trio([], transport="ucx", prefill_args=STAGE + ("--pd-stage-bytes", str(16 * 16 * 2048)))
+    try:
+        st, meta = p.json("GET", "/pd/metadata")
+        assert st == 200 and meta["ucx_stage_blocks"] == 16, meta
+        prompts = [prompt_ids(200, 40 + k, 1000) for k in range(8)]
+        refs = [complete(c, q, max_tokens=8) for q in prompts]
+        with ThreadPoolExecutor(8) as ex:
+            outs = list(ex.map(lambda q: complete(d, q, 8), prompts))
+        assert outs == refs
+        mp, m = p.metrics(), d.metrics()
+        assert mp["inferd_pd_stage_misses_total"] >= 1, mp  # some did not fit
+        assert m["inferd_pd_kv_failures_total"] == 0 and m["inferd_pd_remote_prefills_total"] == 8
+        # one at a time they all fit: the slots came back
+        misses = mp["inferd_pd_stage_misses_total"]
+        for k in range(4):
+            q = prompt_ids(200, 300 + k, 1000)
+            assert complete(d, q, max_tokens=8) == complete(c, q, max_tokens=8)
+        assert p.metrics()["inferd_pd_stage_misses_total"] == misses
+    finally:
+        rcs = [s.stop() for s in (p, d, c)]
+    assert rcs == [0, 0, 0], rcs
 
 
 class FakePrefill:
@@ -298,15 +335,15 @@ def stream_or_error(srv: Server, prompt, max_tokens):
     return ("error", text) if any("error" in o for o in objs) else text
 
 
-@pytest.mark.parametrize("transport,env", TRANSPORTS, ids=TRANSPORT_IDS)
+@pytest.mark.parametrize("transport,env,pargs", TRANSPORTS, ids=TRANSPORT_IDS)
 @pytest.mark.parametrize("policy", ["recompute", "fail"])
-def test_prefill_killed_under_load(policy, transport, env):
+def test_prefill_killed_under_load(policy, transport, env, pargs):
     """SIGKILL of the prefill instance while 12 requests are in its queue, its prefills or
     their KV transfers: recompute gives every request the colocated output; fail gives each
     either that output or an SSE error event (after any text already out) and [DONE]. The
     decode pool returns to its baseline either way."""
     need_transport(transport)
-    p, d, c = trio([], decode_args=("--pd-on-kv-failure", policy), transport=transport, env=env)
+    p, d, c = trio([], decode_args=("--pd-on-kv-failure", policy), transport=transport, env=env, prefill_args=pargs)
     try:
         prompts = [prompt_ids(180, k, 1000) for k in range(12)]
         refs = [complete(c, q, max_tokens=16) for q in prompts]
