@@ -42,11 +42,79 @@ void kvx_ucx_cli_interrupt(kvx_ucx_cli *c) { (void)c; }
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include <dlfcn.h>
+
 #include <ucp/api/ucp.h>
 
 #include "../util/common.h"
 
 bool kvx_ucx_built(void) { return true; }
+
+/* ---- UCX is loaded when first used, not linked --------------------------------------
+ * Linked, libucm's constructor patches mmap and friends in every inferd process at
+ * start, whether it ever moves KV or not: under systemd's MemoryDenyWriteExecute that
+ * fails with a warning on stdout, and under TSan it crashes. dlopen'ed, only an instance
+ * started with --pd-transport ucx loads it. The headers give the types. */
+
+#define UCX_FUNCS(X)                                                                   \
+    X(ucp_cleanup) X(ucp_config_read) X(ucp_config_release) X(ucp_ep_close_nbx)         \
+    X(ucp_ep_create) X(ucp_ep_rkey_unpack) X(ucp_get_nbx) X(ucp_init_version)           \
+    X(ucp_mem_map) X(ucp_mem_unmap) X(ucp_request_cancel) X(ucp_request_check_status)   \
+    X(ucp_request_free) X(ucp_rkey_buffer_release) X(ucp_rkey_destroy) X(ucp_rkey_pack) \
+    X(ucp_worker_arm) X(ucp_worker_create) X(ucp_worker_destroy)                        \
+    X(ucp_worker_get_address) X(ucp_worker_get_efd) X(ucp_worker_progress)              \
+    X(ucp_worker_release_address) X(ucs_status_string)
+
+#define X(f) static __typeof__(&f) p_##f;
+UCX_FUNCS(X)
+#undef X
+
+static pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
+static char g_load_err[256];
+
+static void ucx_load(void) {
+    void *h = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(g_load_err, sizeof g_load_err, "cannot load UCX (libucp.so.0; Debian: libucx0): %s", dlerror());
+        return;
+    }
+#define X(f)                                                                           \
+    if (!g_load_err[0] && !(*(void **)&p_##f = dlsym(h, #f)))                          \
+        snprintf(g_load_err, sizeof g_load_err, "UCX has no %s (too old a libucp?)", #f);
+    UCX_FUNCS(X)
+#undef X
+    /* h stays open for the process's life */
+}
+
+static int ucx_ready(char *err, size_t eb) {
+    pthread_once(&g_load_once, ucx_load);
+    return g_load_err[0] ? ifd_errf(err, eb, IFD_ERR_UNSUPPORTED, "kvx: %s", g_load_err) : 0;
+}
+
+/* every call below goes through the loaded pointers */
+#define ucp_cleanup p_ucp_cleanup
+#define ucp_config_read p_ucp_config_read
+#define ucp_config_release p_ucp_config_release
+#define ucp_ep_close_nbx p_ucp_ep_close_nbx
+#define ucp_ep_create p_ucp_ep_create
+#define ucp_ep_rkey_unpack p_ucp_ep_rkey_unpack
+#define ucp_get_nbx p_ucp_get_nbx
+#define ucp_mem_map p_ucp_mem_map
+#define ucp_mem_unmap p_ucp_mem_unmap
+#define ucp_request_cancel p_ucp_request_cancel
+#define ucp_request_check_status p_ucp_request_check_status
+#define ucp_request_free p_ucp_request_free
+#define ucp_rkey_buffer_release p_ucp_rkey_buffer_release
+#define ucp_rkey_destroy p_ucp_rkey_destroy
+#define ucp_rkey_pack p_ucp_rkey_pack
+#define ucp_worker_arm p_ucp_worker_arm
+#define ucp_worker_create p_ucp_worker_create
+#define ucp_worker_destroy p_ucp_worker_destroy
+#define ucp_worker_get_address p_ucp_worker_get_address
+#define ucp_worker_get_efd p_ucp_worker_get_efd
+#define ucp_worker_progress p_ucp_worker_progress
+#define ucp_worker_release_address p_ucp_worker_release_address
+#define ucs_status_string p_ucs_status_string
 
 /* ---- one context per process, made on first use, gone with its last worker ---------- */
 
@@ -55,6 +123,8 @@ static ucp_context_h g_ctx;
 static int g_refs;
 
 static int ctx_get(ucp_context_h *out, char *err, size_t eb) {
+    const int lr = ucx_ready(err, eb);
+    if (lr) return lr;
     pthread_mutex_lock(&g_mu);
     if (!g_ctx) {
         ucp_config_t *cfg = NULL;
@@ -63,7 +133,7 @@ static int ctx_get(ucp_context_h *out, char *err, size_t eb) {
             ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
                               .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
                               .mt_workers_shared = 1};
-            st = ucp_init(&p, cfg, &g_ctx);
+            st = p_ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &p, cfg, &g_ctx);
             ucp_config_release(cfg);
         }
         if (st != UCS_OK) {
