@@ -12,7 +12,9 @@
 # (adaptive K=4), and with FIXED=1 the draft at fixed K too. tok/s = output_tok_per_s of
 # `inferd bench` (its JSON line), the best of REPS runs (default 1) that alternate mode by
 # mode (a shared machine drifts by 10%: compare only alternating runs); x = over plain in
-# the same batch and prompt set.
+# the same batch and prompt set. tpot = TPOT p50 (ms per output token after the first, per
+# request: the decode speed speculation changes; prefill and queueing are outside it), dx =
+# plain's TPOT over the mode's (the per-sequence decode speed-up; x also counts prefill).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:?build dir}; TARGET=${2:?target.gguf}; DRAFT=${3:?draft.gguf}; OUT=${4:-128}
@@ -30,26 +32,27 @@ args_of() {
     draft-fixed) echo "--draft-model $DRAFT --no-speculative-adaptive" ;;
   esac
 }
-printf "%-26s %5s %-12s %9s %7s %8s %8s\n" prompts batch mode "tok/s" x accept "mean acc"
+printf "%-26s %5s %-12s %9s %7s %8s %7s %8s %8s\n" prompts batch mode "tok/s" x tpot dx accept "mean acc"
 REPS=${REPS:-1}
 for f in "${FILES[@]}"; do
   for b in $BATCHES; do
-    declare -A best=() accs=() mals=()
+    declare -A best=() accs=() mals=() tpots=()
     for _ in $(seq "$REPS"); do
       for m in "${MODES[@]}"; do
         # shellcheck disable=SC2046  # the mode's options are words
         line=$("$BIN" bench -m "$TARGET" -t "$THREADS" --prompt-file "$f" --num-requests $((2 * b)) \
                --max-num-seqs "$b" --output-len-range "$OUT" $(args_of "$m") 2>/dev/null | tail -1)
-        read -r tps acc mal < <($PY -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["output_tok_per_s"], j["spec_acceptance"], j["spec_mean_accepted"])' "$line")
+        read -r tps acc mal tpot < <($PY -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["output_tok_per_s"], j["spec_acceptance"], j["spec_mean_accepted"], j["tpot_ms_p50"])' "$line")
         if [ -z "${best[$m]:-}" ] || $PY -c "import sys; sys.exit(0 if $tps > ${best[$m]} else 1)"; then
-          best[$m]=$tps; accs[$m]=$acc; mals[$m]=$mal
+          best[$m]=$tps; accs[$m]=$acc; mals[$m]=$mal; tpots[$m]=$tpot
         fi
       done
     done
     for m in "${MODES[@]}"; do
       x=$($PY -c "print(f'{${best[$m]} / ${best[plain]}:.2f}')")
-      printf "%-26s %5d %-12s %9.1f %7s %8.3f %8.3f\n" "$(basename "$f")" "$b" "$m" "${best[$m]}" "$x" "${accs[$m]}" "${mals[$m]}"
+      dx=$($PY -c "t=${tpots[$m]}; print(f'{${tpots[plain]} / t:.2f}' if t > 0 else '-')")
+      printf "%-26s %5d %-12s %9.1f %7s %8.2f %7s %8.3f %8.3f\n" "$(basename "$f")" "$b" "$m" "${best[$m]}" "$x" "${tpots[$m]}" "$dx" "${accs[$m]}" "${mals[$m]}"
     done
-    unset best accs mals
+    unset best accs mals tpots
   done
 done
