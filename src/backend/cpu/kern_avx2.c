@@ -11,8 +11,9 @@
  *    activation's per-block d_a * sum(a)).
  *  - Q4_1 / Q5_0 / Q5_1 / IQ4_NL: the same per block with their own unpacking (fifth
  *    bit, table lookup) and, for the "_1" types, one min FMA per block (their section).
- *  - Packed forms (kern_pack) of Q4_0 / Q8_0 / Q4_K / Q6_K: groups of 8 rows interleaved so
- *    one ymm holds the same 4 columns of 8 rows, outputs in lanes (see the section).
+ *  - Packed forms (kern_pack) of Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K (and more): groups of 8
+ *    rows interleaved so one ymm holds the same 4 columns of 8 rows, outputs in lanes (see
+ *    the section).
  * Micro-kernels only: the tiling over rows and tokens and the type dispatch are shared
  * (kern_dispatch.c); this file gives each type its tile bodies and shape (k2_table).
  * Every output element runs the same instruction sequence whatever its tile: batch
@@ -699,7 +700,7 @@ K2_TILES(q2_K, kx_tile, GGML_TYPE_Q2_K, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 K2_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 /* ---- end Q5_K / Q3_K / Q2_K / IQ4_XS ---------------------------------------------------- */
 
-/* ---- packed weights: 8 rows in lanes (Q4_0, Q8_0, IQ4_NL; Q4_K, Q6_K below) -------
+/* ---- packed weights: 8 rows in lanes (Q4_0, Q5_0, Q8_0, IQ4_NL; Q4_K, Q6_K below) --
  * Prepared once (kern_pack): a group of 8 rows is interleaved so that one ymm holds the
  * same 4-byte column group of all 8 rows; VPMADDUBSW against a broadcast of 4 activation
  * bytes then VPMADDWD with ones give each row's 4-element dot in its int32 lane, so a
@@ -715,7 +716,9 @@ K2_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
  * Group layout, per pair of blocks p: f16 d[2][8] (32 bytes), then block 2p's and block
  * 2p+1's quants, QB bytes each: column group c (4 bytes) of row i at 32 c + 4 i (Q4_0: 4
  * groups of the 16 nibble bytes, low nibbles elements 4c.., high 16 + 4c..; Q8_0: 8
- * groups of the int8 quants). An odd last block leaves its pair's second half zero
+ * groups of the int8 quants; Q5_0: Q4_0's 128 bytes, then a 32-byte plane of fifth bits,
+ * byte 4 i + k holding bit c <- element 4c + k and bit 4 + c <- element 16 + 4c + k of
+ * row i). An odd last block leaves its pair's second half zero
  * (never read). As many bytes as the original up to that pad. */
 
 #define P2_NR 8
@@ -723,8 +726,8 @@ K2_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 #define P2_PF 4096 /* prefetch distance of a group's first token tile, bytes */
 #define P2_KNT 6 /* Q4_K */
 
-AI size_t p2_qb(ggml_type t) { /* Q4_0 and IQ4_NL: nibbles */
-    return t == GGML_TYPE_Q8_0 ? 256 : 128;
+AI size_t p2_qb(ggml_type t) { /* Q4_0 and IQ4_NL: nibbles; Q5_0: nibbles + fifth-bit plane */
+    return t == GGML_TYPE_Q8_0 ? 256 : t == GGML_TYPE_Q5_0 ? 160 : 128;
 }
 AI size_t p2_pb(ggml_type t) {
     return 32 + 2 * p2_qb(t);
@@ -737,6 +740,9 @@ static inline int32_t ld32i(const uint8_t *p) {
 
 static size_t p2_gb_q4_0(int64_t K) {
     return (size_t)((K / 32 + 1) / 2) * p2_pb(GGML_TYPE_Q4_0);
+}
+static size_t p2_gb_q5_0(int64_t K) {
+    return (size_t)((K / 32 + 1) / 2) * p2_pb(GGML_TYPE_Q5_0);
 }
 static size_t p2_gb_q8_0(int64_t K) {
     return (size_t)((K / 32 + 1) / 2) * p2_pb(GGML_TYPE_Q8_0);
@@ -751,7 +757,19 @@ static void p2_pack_a8(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, i
         const int h = (int)(b & 1);
         for (int i = 0; i < P2_NR; i++) {
             const uint8_t *row = w + (size_t)i * rb;
-            if (t != GGML_TYPE_Q8_0) { /* Q4_0, IQ4_NL: f16 d, 16 nibble bytes */
+            if (t == GGML_TYPE_Q5_0) { /* Q4_0's nibbles, then the fifth-bit plane */
+                const block_q5_0 *blk = (const block_q5_0 *)row + b;
+                uint32_t qh;
+                memcpy(&qh, blk->qh, 4);
+                memcpy(pd + 16 * h + 2 * i, &blk->d, 2);
+                for (int c = 0; c < 4; c++) {
+                    memcpy(pd + 32 + h * QB + 32 * c + 4 * i, blk->qs + 4 * c, 4);
+                    for (int k = 0; k < 4; k++) /* byte 4i + k: bit c <- element 4c + k, */
+                        pd[32 + h * QB + 128 + 4 * i + k] |= /* bit 4 + c <- 16 + 4c + k */
+                            (uint8_t)((((qh >> (4 * c + k)) & 1u) << c) |
+                                      (((qh >> (16 + 4 * c + k)) & 1u) << (4 + c)));
+                }
+            } else if (t != GGML_TYPE_Q8_0) { /* Q4_0, IQ4_NL: f16 d, 16 nibble bytes */
                 const block_q4_0 *blk = (const block_q4_0 *)row + b;
                 memcpy(pd + 16 * h + 2 * i, &blk->d, 2);
                 for (int c = 0; c < 4; c++)
@@ -767,6 +785,9 @@ static void p2_pack_a8(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, i
 }
 static void p2_pack_q4_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
     p2_pack_a8(GGML_TYPE_Q4_0, dst, w, rb, K);
+}
+static void p2_pack_q5_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    p2_pack_a8(GGML_TYPE_Q5_0, dst, w, rb, K);
 }
 static void p2_pack_q8_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
     p2_pack_a8(GGML_TYPE_Q8_0, dst, w, rb, K);
@@ -832,6 +853,36 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
                 const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(ab->bias[0]));
                 acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
             }
+        } else if (t == GGML_TYPE_Q5_0) {
+            /* q = nibble | fifth bit << 4 (0..31); the plane's bit c (low half) or 4 + c
+             * (high half) moved to bit 4 by a 16-bit shift (the masks keep each byte's
+             * own bit). Two groups' products sum in int16 (2 * 2 * 2 * 31 * 127 <
+             * 32768), then VPMADDWD; the -16 * sum(a) offset in int32. */
+            const __m256i m5 = _mm256_set1_epi8(0x10);
+            const __m256i hp = _mm256_loadu_si256((const __m256i *)(q + 128));
+            __m256i wl[4], wh[4];
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
+                wl[c] = _mm256_or_si256(_mm256_and_si256(v, m4),
+                                        _mm256_and_si256(_mm256_slli_epi16(hp, 4 - c), m5));
+                wh[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                        _mm256_and_si256(_mm256_srli_epi16(hp, c), m5));
+            }
+            UNROLL
+            for (int j = 0; j < NT; j++) {
+                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + b;
+                const uint8_t *a = (const uint8_t *)ab->qs;
+                __m256i s[4];
+                UNROLL
+                for (int c = 0; c < 4; c++)
+                    s[c] = _mm256_add_epi16(_mm256_maddubs_epi16(wl[c], bc32(a + 4 * c)),
+                                            _mm256_maddubs_epi16(wh[c], bc32(a + 16 + 4 * c)));
+                const __m256i d32 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(s[0], s[1]), ones),
+                                                     _mm256_madd_epi16(_mm256_add_epi16(s[2], s[3]), ones));
+                const __m256i dot = _mm256_add_epi32(d32, _mm256_set1_epi32(ab->bias[0]));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
+            }
         } else if (t == GGML_TYPE_IQ4_NL) {
             const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
             __m256i w[8], aw[8]; /* column group c: low nibbles w[c], high w[4 + c] */
@@ -892,6 +943,7 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
         }                                                                                      \
     }
 P2_GEMM(p2_gemm_q4_0, GGML_TYPE_Q4_0)
+P2_GEMM(p2_gemm_q5_0, GGML_TYPE_Q5_0)
 P2_GEMM(p2_gemm_q8_0, GGML_TYPE_Q8_0)
 P2_GEMM(p2_gemm_iq4_nl, GGML_TYPE_IQ4_NL)
 
@@ -1982,6 +2034,7 @@ static const kern_table k2_table = {
     .pack = {[GGML_TYPE_Q4_0] = {P2_NR, p2_gb_q4_0, p2_pack_q4_0, p2_gemm_q4_0},
              [GGML_TYPE_Q8_0] = {P2_NR, p2_gb_q8_0, p2_pack_q8_0, p2_gemm_q8_0},
              [GGML_TYPE_IQ4_NL] = {P2_NR, p2_gb_q4_0, p2_pack_iq4_nl, p2_gemm_iq4_nl},
+             [GGML_TYPE_Q5_0] = {P2_NR, p2_gb_q5_0, p2_pack_q5_0, p2_gemm_q5_0},
              [IFD_TYPE_I8_G64] = {P2_NR, p2_gb_i8_g64, p2_pack_i8_g64, p2_gemm_i8_g64},
              [IFD_TYPE_I8_G128] = {P2_NR, p2_gb_i8_g128, p2_pack_i8_g128, p2_gemm_i8_g128},
              [IFD_TYPE_I4_G64] = {P2_NR, p2_gb_i4_g64, p2_pack_i4_g64, p2_gemm_i4_g64},
