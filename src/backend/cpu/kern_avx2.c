@@ -832,13 +832,24 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
         if (pf) /* a group's first token tile streams it from DRAM: fetch ahead (a hint) */
             for (size_t l = 0; l < QB; l += 64) _mm_prefetch((const char *)q + P2_PF + l, _MM_HINT_T0);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16 * h)));
-        if (t == GGML_TYPE_Q4_0) {
+        if (t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q5_0) {
+            /* Q5_0: q = nibble | fifth bit << 4 (0..31); the plane's bit c (low half) or
+             * 4 + c (high half) moved to bit 4 by a 16-bit shift (the mask keeps each
+             * byte's own bit). Its products sum in int16 two groups at a time (2 * 2 * 2 *
+             * 31 * 127 < 32768), Q4_0's all four; the offset (-8 or -16 * sum(a)) in int32. */
+            const bool q5 = t == GGML_TYPE_Q5_0;
+            const __m256i m5 = _mm256_set1_epi8(0x10);
+            const __m256i hp = q5 ? _mm256_loadu_si256((const __m256i *)(q + 128)) : _mm256_setzero_si256();
             __m256i wl[4], wh[4];
             UNROLL
             for (int c = 0; c < 4; c++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
                 wl[c] = _mm256_and_si256(v, m4);
                 wh[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (q5) {
+                    wl[c] = _mm256_or_si256(wl[c], _mm256_and_si256(_mm256_slli_epi16(hp, 4 - c), m5));
+                    wh[c] = _mm256_or_si256(wh[c], _mm256_and_si256(_mm256_srli_epi16(hp, c), m5));
+                }
             }
             UNROLL
             for (int j = 0; j < NT; j++) {
@@ -849,37 +860,9 @@ AI void p2_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
                 for (int c = 0; c < 4; c++)
                     s[c] = _mm256_add_epi16(_mm256_maddubs_epi16(wl[c], bc32(a + 4 * c)),
                                             _mm256_maddubs_epi16(wh[c], bc32(a + 16 + 4 * c)));
-                const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(s[0], s[1]), _mm256_add_epi16(s[2], s[3]));
-                const __m256i dot = _mm256_add_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(ab->bias[0]));
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
-            }
-        } else if (t == GGML_TYPE_Q5_0) {
-            /* q = nibble | fifth bit << 4 (0..31); the plane's bit c (low half) or 4 + c
-             * (high half) moved to bit 4 by a 16-bit shift (the masks keep each byte's
-             * own bit). Two groups' products sum in int16 (2 * 2 * 2 * 31 * 127 <
-             * 32768), then VPMADDWD; the -16 * sum(a) offset in int32. */
-            const __m256i m5 = _mm256_set1_epi8(0x10);
-            const __m256i hp = _mm256_loadu_si256((const __m256i *)(q + 128));
-            __m256i wl[4], wh[4];
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * c));
-                wl[c] = _mm256_or_si256(_mm256_and_si256(v, m4),
-                                        _mm256_and_si256(_mm256_slli_epi16(hp, 4 - c), m5));
-                wh[c] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                        _mm256_and_si256(_mm256_srli_epi16(hp, c), m5));
-            }
-            UNROLL
-            for (int j = 0; j < NT; j++) {
-                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + b;
-                const uint8_t *a = (const uint8_t *)ab->qs;
-                __m256i s[4];
-                UNROLL
-                for (int c = 0; c < 4; c++)
-                    s[c] = _mm256_add_epi16(_mm256_maddubs_epi16(wl[c], bc32(a + 4 * c)),
-                                            _mm256_maddubs_epi16(wh[c], bc32(a + 16 + 4 * c)));
-                const __m256i d32 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(s[0], s[1]), ones),
-                                                     _mm256_madd_epi16(_mm256_add_epi16(s[2], s[3]), ones));
+                const __m256i s01 = _mm256_add_epi16(s[0], s[1]), s23 = _mm256_add_epi16(s[2], s[3]);
+                const __m256i d32 = q5 ? _mm256_add_epi32(_mm256_madd_epi16(s01, ones), _mm256_madd_epi16(s23, ones))
+                                       : _mm256_madd_epi16(_mm256_add_epi16(s01, s23), ones);
                 const __m256i dot = _mm256_add_epi32(d32, _mm256_set1_epi32(ab->bias[0]));
                 acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[0])), acc[j]);
             }
