@@ -176,8 +176,9 @@ static void check_matmul_p(ops_ctx *c, ggml_type t, int64_t rows, int64_t K, int
         const bool gp = is_grp(t) || t == GGML_TYPE_Q4_1;
         const bool packs_gp = (lv == CPU_LEVEL_AVX512 && gp && rows % 16 == 0) ||
                               (lv == CPU_LEVEL_AVX2 && gp && rows % 8 == 0);
-        /* Q5_0: Q4_0's layout plus a fifth-bit plane, 8-row groups at AVX2 only */
-        const bool q50 = t == GGML_TYPE_Q5_0 && lv == CPU_LEVEL_AVX2 && rows % 8 == 0;
+        /* Q5_0: Q4_0's layout plus a fifth-bit plane (16-row groups at AVX-512, 8-row at AVX2) */
+        const bool q50 = t == GGML_TYPE_Q5_0 && ((lv == CPU_LEVEL_AVX2 && rows % 8 == 0) ||
+                                                 (lv == CPU_LEVEL_AVX512 && rows % 16 == 0));
         const bool packs = nl || q50 || packs_ksb || packs_gp ||
                            (lv == CPU_LEVEL_AVX512 && ((iq && rows % 16 == 0) || (fl && rows % 64 == 0))) ||
                            (lv == CPU_LEVEL_AVX2 && ((iq && rows % 8 == 0) || (fl && rows % 16 == 0)));

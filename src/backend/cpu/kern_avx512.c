@@ -765,7 +765,7 @@ KERN_TILES(q2_K, kx_tile, GGML_TYPE_Q2_K, KQ_NR, KQ_NT, K / QK_K)
 KERN_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, K / QK_K)
 /* ---- end Q5_K / Q3_K / Q2_K / IQ4_XS ---------------------------------------------------- */
 
-/* ---- packed weights: 16 rows in lanes (Q8_0, Q4_0, Q4_K) --------------------------------
+/* ---- packed weights: 16 rows in lanes (Q8_0, Q4_0, Q5_0, Q4_K) -----------------------------
  * Prepared once (kern_pack): a group of 16 rows is interleaved so that one zmm holds
  * the same 4-byte column group of all 16 rows; VPDPBUSD with a {1to16} broadcast of 4
  * activation bytes then advances 16 outputs of one token at once, and per block and
@@ -791,8 +791,8 @@ KERN_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, K / QK_K)
 /* prefetch distance (bytes) of a group's first token tile, which streams it from DRAM */
 #define PK_PF 4096
 
-AI size_t pk_qb(ggml_type t) {
-    return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_IQ4_NL ? 256 : 512; /* IQ4_NL: Q4_0's layout */
+AI size_t pk_qb(ggml_type t) { /* IQ4_NL: Q4_0's layout; Q5_0: Q4_0's plus a fifth-bit plane */
+    return t == GGML_TYPE_Q4_0 || t == GGML_TYPE_IQ4_NL ? 256 : t == GGML_TYPE_Q5_0 ? 320 : 512;
 }
 AI size_t pk_pb(ggml_type t) {
     return 64 + 2 * pk_qb(t);
@@ -808,6 +808,9 @@ static size_t pk_gb_q8_0(int64_t K) {
 }
 static size_t pk_gb_q4_0(int64_t K) {
     return (size_t)((K / 32 + 1) / 2) * pk_pb(GGML_TYPE_Q4_0);
+}
+static size_t pk_gb_q5_0(int64_t K) {
+    return (size_t)((K / 32 + 1) / 2) * pk_pb(GGML_TYPE_Q5_0);
 }
 static size_t pk_gb_q4_K(int64_t K) {
     return (size_t)(K / QK_K) * PK_KSB;
@@ -827,6 +830,17 @@ static void pk_pack_a8(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, i
                 memcpy(pd + 32 * h + 2 * i, &blk->d, 2);
                 for (int c = 0; c < 4; c++)
                     for (int k = 0; k < 4; k++) pd[64 + h * QB + 64 * c + 4 * i + k] = blk->qs[4 * c + k];
+            } else if (t == GGML_TYPE_Q5_0) { /* Q4_0's nibbles, then the fifth-bit plane */
+                const block_q5_0 *blk = (const block_q5_0 *)row + b;
+                uint32_t qh;
+                memcpy(&qh, blk->qh, 4);
+                memcpy(pd + 32 * h + 2 * i, &blk->d, 2);
+                for (int c = 0; c < 4; c++)
+                    for (int k = 0; k < 4; k++) {
+                        pd[64 + h * QB + 64 * c + 4 * i + k] = blk->qs[4 * c + k];
+                        pd[64 + h * QB + 256 + 4 * i + k] |=
+                            (uint8_t)((((qh >> (4 * c + k)) & 1u) << c) | (((qh >> (16 + 4 * c + k)) & 1u) << (4 + c)));
+                    }
             } else {
                 const block_q8_0 *blk = (const block_q8_0 *)row + b;
                 memcpy(pd + 32 * h + 2 * i, &blk->d, 2);
@@ -842,6 +856,9 @@ static void pk_pack_q8_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
 }
 static void pk_pack_q4_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
     pk_pack_a8(GGML_TYPE_Q4_0, dst, w, rb, K);
+}
+static void pk_pack_q5_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
+    pk_pack_a8(GGML_TYPE_Q5_0, dst, w, rb, K);
 }
 
 static void pk_pack_q4_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
@@ -875,7 +892,7 @@ AI __m512i pk_nl_val(ggml_type t, __m512i nib) {
     return _mm512_shuffle_epi8(tab, nib);
 }
 
-/* One 16-row group x NT tokens, Q8_0 / Q4_0 (and IQ4_NL): out[j * os + i]. */
+/* One 16-row group x NT tokens, Q8_0 / Q4_0 (and IQ4_NL, Q5_0): out[j * os + i]. */
 AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t *act, size_t as,
                    int64_t nb, float *out, size_t os, int pf) {
     const int64_t np = (nb + 1) / 2;
@@ -889,7 +906,7 @@ AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
         bo[j] = (const int32_t *)(aj + a8_boff_offset(np));
         acc[j] = _mm512_setzero_ps();
     }
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *pb = grp + (size_t)(b >> 1) * PB;
         const int h = (int)(b & 1);
@@ -899,11 +916,19 @@ AI void pk_a8_body(const int NT, ggml_type t, const uint8_t *grp, const uint8_t 
             for (size_t l = 0; l < QB; l += 64) _mm_prefetch((const char *)q + PK_PF + l, _MM_HINT_T0);
         __m512i ia[PK_NT];
         for (int j = 0; j < NT; j++) ia[j] = _mm512_set1_epi32(bo[j][b]);
-        if (t == GGML_TYPE_Q4_0 || t == GGML_TYPE_IQ4_NL) {
+        if (t == GGML_TYPE_Q4_0 || t == GGML_TYPE_IQ4_NL || t == GGML_TYPE_Q5_0) {
+            /* Q5_0: q = nibble | fifth bit << 4 (0..31); plane byte 4i+k holds bit c (low
+             * half, element 4c+k) and bit 4+c (high half, 16+4c+k): each shifted to bit 4
+             * (within its byte, as c <= 3) and OR-ed in (VPTERNLOG a | (b & 0x10)). */
+            const __m512i p5 = t == GGML_TYPE_Q5_0 ? _mm512_load_si512(q + 256) : _mm512_setzero_si512();
             for (int c = 0; c < 4; c++) {
                 const __m512i v = _mm512_load_si512(q + 64 * c);
-                const __m512i lo = pk_nl_val(t, _mm512_and_si512(v, m4));
-                const __m512i hi = pk_nl_val(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+                __m512i lo = pk_nl_val(t, _mm512_and_si512(v, m4));
+                __m512i hi = pk_nl_val(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+                if (t == GGML_TYPE_Q5_0) {
+                    lo = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(p5, 4 - c), m10, 0xF8);
+                    hi = _mm512_ternarylogic_epi32(hi, _mm512_srli_epi16(p5, c), m10, 0xF8);
+                }
                 for (int j = 0; j < NT; j++) {
                     const uint8_t *a = act + (size_t)j * as + aoff;
                     ia[j] = _mm512_dpbusd_epi32(ia[j], lo, _mm512_set1_epi32(ld32i(a + 4 * c)));
@@ -1005,6 +1030,9 @@ AI void pk_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
 #define PK_Q4K_R(r, g, a, as, K, o, os, pf) pk_q4k_body((r), g, a, as, (K) / QK_K, o, os, pf)
 PK_GEMM(pk_gemm_q8_0, PK_Q8_NT, PK_Q8_R, PK_NT)
 PK_GEMM(pk_gemm_q4_0, PK_Q4_NT, PK_Q4_R, PK_NT)
+#define PK_Q5_NT(g, a, as, K, o, os, pf) pk_a8_body(PK_NT, GGML_TYPE_Q5_0, g, a, as, (K) / 32, o, os, pf)
+#define PK_Q5_R(r, g, a, as, K, o, os, pf) pk_a8_body((r), GGML_TYPE_Q5_0, g, a, as, (K) / 32, o, os, pf)
+PK_GEMM(pk_gemm_q5_0, PK_Q5_NT, PK_Q5_R, PK_NT)
 PK_GEMM(pk_gemm_q4_K, PK_Q4K_NT, PK_Q4K_R, PK_KNT)
 /* 32-element block family: IQ4_NL packs byte for byte as Q4_0 (same block layout: f16 d,
  * 16 nibble bytes), its body adds the table lookup (pk_nl_val). */
@@ -2187,6 +2215,7 @@ static const kern_table k5_table = {
              [IFD_TYPE_I4_G64] = {PK_NR, pk_gb_i4_g64, pk_pack_i4_g64, pk_gemm_i4_g64},
              [IFD_TYPE_I4_G128] = {PK_NR, pk_gb_i4_g128, pk_pack_i4_g128, pk_gemm_i4_g128},
              [GGML_TYPE_Q4_1] = {PK_NR, pk_gb_q4_1, pk_pack_q4_1, pk_gemm_q4_1},
+             [GGML_TYPE_Q5_0] = {PK_NR, pk_gb_q5_0, pk_pack_q5_0, pk_gemm_q5_0}, /* Q4_0's + a bit plane */
              [GGML_TYPE_F32] = {FP_NR, fp_gb_f32, fp_pack_f32, fp_gemm_f32},
              [GGML_TYPE_F16] = {FP_NR, fp_gb_h, fp_pack_f16, fp_gemm_f16},
              [GGML_TYPE_BF16] = {FP_NR, fp_gb_h, fp_pack_bf16, fp_gemm_bf16}},
