@@ -105,6 +105,8 @@ typedef struct inferd_engine_options {
      * step's flat batch. Greedy and seeded output are those of plain decoding, bit for bit. */
     const char *draft_model_path;   /* NULL: no draft model */
     int32_t num_speculative_tokens; /* K, the most drafts per sequence and step (default 4, 1..16) */
+    int32_t draft_vocab;            /* CPU: the draft proposes only ids below this (its lm head
+                                       computes those rows only); 0 (default): all */
     bool speculative_ngram;         /* n-gram proposals (alone, or first with a draft model) */
     int32_t ngram_min, ngram_max;   /* pattern lengths tried, longest first (default 1..4) */
     bool speculative_adaptive;      /* default true: k in 0..K per sequence and step from its

@@ -53,6 +53,12 @@ int backend_create(backend **out, backend_kind kind, const model *m, const backe
     if ((rc = backend_kv_dtype_check(k, cfg->kv_dtype, err, err_bytes))) return rc;
     if (cfg->observe && k != BACKEND_CPU)
         return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "backend: an observer needs the CPU backend");
+    if (cfg->logits_rows < 0 || (int64_t)cfg->logits_rows > (int64_t)m->hp.n_vocab)
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "backend: logits_rows %d outside 0..n_vocab %lld",
+                        (int)cfg->logits_rows, (long long)m->hp.n_vocab);
+    if (cfg->logits_rows && k != BACKEND_CPU)
+        return ifd_errf(err, err_bytes, IFD_ERR_UNSUPPORTED,
+                        "backend: a restricted lm head (logits_rows) needs the CPU backend");
     switch (k) {
     case BACKEND_CPU:
         rc = backend_cpu_create(out, m, cfg, err, err_bytes);

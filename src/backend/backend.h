@@ -112,6 +112,12 @@ typedef struct backend_config {
      * of spinning workers on the same cores would slow both). It must outlive this one.
      * NULL, or a backend of another kind: a pool of its own. */
     const struct backend *share_threads;
+    /* CPU only (0: all): the output matmul computes the first logits_rows vocabulary
+     * rows, the rest of every logits row is -INFINITY. For a draft model (speculative
+     * decoding): its proposals are argmax picks, so an id it cannot propose lowers the
+     * acceptance, never changes the output; the lm head is a large share of a small
+     * model's weights read per token. */
+    int32_t logits_rows;
 } backend_config;
 
 typedef struct backend backend;

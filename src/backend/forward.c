@@ -112,6 +112,7 @@ int fwd_run(const fwd_ops *o, void *ctx, const backend *b, const fwd_bufs *buf,
     if (bt->n_logits == 0) return IFD_OK;
     /* the logits rows only: gathered final norm, then one batched output matmul */
     TRY(o->rmsnorm(ctx, buf->xb, buf->x, bt->logits_index, bt->n_logits, m->output_norm, dim, eps));
-    TRY(o->matmul(ctx, 1, &logits, (const wmat *const[]){&m->output}, buf->xb, bt->n_logits));
+    const wmat *ow = buf->output ? buf->output : &m->output;
+    TRY(o->matmul(ctx, 1, &logits, (const wmat *const[]){ow}, buf->xb, bt->n_logits));
     return IFD_OK;
 }

@@ -39,6 +39,9 @@ typedef struct fwd_bufs {
     float *q, *k, *v;     /* [T][q_dim], [T][kv_dim], [T][kv_dim] */
     float *att;           /* [T][q_dim] attention output */
     float *gate, *up, *hb; /* [T][ffn_dim] */
+    /* The output matrix (NULL: the model's). A view of its first rows writes logits rows
+     * of that many columns (the backend spreads them: backend_config.logits_rows). */
+    const wmat *output;
 } fwd_bufs;
 
 /* Most matrices one matmul call groups (q/k/v: 3, gate/up: 2). */

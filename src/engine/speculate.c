@@ -146,6 +146,13 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
     if (dm) {
         backend_config dbc = *bc;
         dbc.share_threads = e->be; /* the CPU workers of the target (never both at once) */
+        /* a restricted lm head: ids it leaves out only lower the acceptance (the draft's
+         * picks are argmax proposals the target verifies) */
+        if (o->draft_vocab < 0) {
+            model_destroy(dm);
+            return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "--draft-vocab must be >= 0");
+        }
+        dbc.logits_rows = (int64_t)o->draft_vocab < (int64_t)dm->hp.n_vocab ? o->draft_vocab : 0;
         int rc = draft_create(&sp->d, dm, kind, &dbc, o->enable_prefix_caching, err, err_bytes);
         if (rc) return rc;
     }

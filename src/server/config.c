@@ -120,6 +120,9 @@ static const cfg_opt OPTS[] = {
      "speculative decoding with this draft model (GGUF; it must share the model's vocabulary)"},
     {"num-speculative-tokens", NULL, S | G | B, CFG_INT, O(num_speculative_tokens), "4", 1, 16, NULL, false,
      "most draft tokens per sequence and step (K)"},
+    {"draft-vocab", NULL, S | G | B, CFG_INT, O(draft_vocab), "0", 0, 1 << 30, NULL, false,
+     "CPU: the draft model proposes only token ids below this (its lm head computes those rows "
+     "only: a faster draft, at some acceptance; 0: all)"},
     {"speculative-ngram", NULL, S | G | B, CFG_BOOL, O(speculative_ngram), "false", 0, 0, NULL, false,
      "n-gram (prompt lookup) proposals: the continuation of the last n tokens' most recent earlier "
      "occurrence in the prompt and output; alone, or tried before the draft model"},
@@ -584,6 +587,7 @@ void config_engine_options(const server_config *c, inferd_engine_options *o) {
     o->calibration_file = c->calibration;
     o->draft_model_path = c->draft_model;
     o->num_speculative_tokens = (int32_t)c->num_speculative_tokens;
+    o->draft_vocab = (int32_t)c->draft_vocab;
     o->speculative_ngram = c->speculative_ngram;
     o->ngram_min = (int32_t)c->ngram_min;
     o->ngram_max = (int32_t)c->ngram_max;

@@ -134,6 +134,7 @@ typedef struct server_config {
     char *calibration;           /* AWQ calibration text */
     char *draft_model;           /* speculative decoding: the draft model */
     int64_t num_speculative_tokens;
+    int64_t draft_vocab;
     bool speculative_ngram;
     int64_t ngram_min, ngram_max;
     bool speculative_adaptive;

@@ -674,6 +674,43 @@ static void test_logits_rows(void) {
                                .max_blocks_per_seq = 8, .n_logits = T, .logits_index = lidx};
             float *all = malloc((size_t)2 * TMAX * V * 4), *one = malloc((size_t)V * 4);
             CHECK(backend_forward(b, &batch, all) == IFD_OK);
+            /* a restricted lm head (logits_rows, a draft's): the first N columns as the
+             * full head's, bit for bit where N is a multiple of the packed row groups
+             * (64 covers every level's), the rest -inf; an unaligned N: the same tail */
+            const int32_t NR[2] = {(V / 3) & ~63, (V / 3) | 5};
+            for (int n = 0; n < 2; n++) {
+                backend_config rc = cfg;
+                rc.logits_rows = NR[n];
+                backend *br = NULL;
+                CHECKF(backend_create(&br, BACKEND_CPU, m, &rc, err, sizeof err) == IFD_OK, "%s", err);
+                if (!br) continue;
+                float *part = malloc((size_t)2 * TMAX * V * 4);
+                for (size_t i = 0; i < (size_t)2 * TMAX * V; i++) part[i] = 1.0f;
+                CHECK(backend_forward(br, &batch, part) == IFD_OK);
+                int head = 0, tail = 0;
+                double maxd = 0;
+                for (int32_t t = 0; t < T; t++) {
+                    const float *pr = part + (size_t)t * V, *ar = all + (size_t)t * V;
+                    head += memcmp(pr, ar, (size_t)NR[n] * 4) != 0;
+                    for (int32_t c = 0; c < NR[n]; c++) maxd = fmax(maxd, fabs((double)pr[c] - ar[c]));
+                    for (int32_t c = NR[n]; c < V; c++) tail += !(isinf(pr[c]) && pr[c] < 0);
+                }
+                if (n == 0)
+                    CHECKF(head == 0, "%s %s logits_rows %d: %d rows differ from the full head's", files[f],
+                           reference ? "ref" : "fast", NR[n], head);
+                CHECKF(maxd < 1e-3, "%s logits_rows %d: max difference %g", files[f], NR[n], maxd);
+                CHECKF(tail == 0, "%s logits_rows %d: %d tail entries not -inf", files[f], NR[n], tail);
+                free(part);
+                backend_destroy(br);
+            }
+            {
+                backend_config rc = cfg;
+                backend *br = NULL;
+                rc.logits_rows = V + 1;
+                CHECK(backend_create(&br, BACKEND_CPU, m, &rc, err, sizeof err) == IFD_ERR_INVALID && !br);
+                rc.logits_rows = -1;
+                CHECK(backend_create(&br, BACKEND_CPU, m, &rc, err, sizeof err) == IFD_ERR_INVALID && !br);
+            }
             int bad = 0;
             for (int32_t t = 0; t < T; t++) {
                 int32_t row = t;

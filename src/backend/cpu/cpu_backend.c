@@ -9,6 +9,7 @@
  * on its batch-mates or on how its prompt was chunked.
  *
  * Driven by one thread (the engine's). forward() allocates nothing. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,7 +81,17 @@ int cpu_add(void *ctx, float *x, const float *y, int64_t n) {
 
 static int cpu_forward(backend *b, const ifd_batch *bt, float *logits) {
     cpu_backend *cb = (cpu_backend *)b;
-    return fwd_run(cb->fwd, cb, b, &cb->buf, bt, logits);
+    const int rc = fwd_run(cb->fwd, cb, b, &cb->buf, bt, logits);
+    if (rc != IFD_OK || !cb->buf.output) return rc;
+    /* a restricted lm head wrote rows of N columns: spread them to n_vocab, last first
+     * (row i's destination starts at or after every source row j <= i) */
+    const size_t N = (size_t)cb->out_view.n_rows, V = (size_t)b->m->hp.n_vocab;
+    for (int32_t i = bt->n_logits - 1; i >= 0; i--) {
+        float *row = logits + (size_t)i * V;
+        memmove(row, logits + (size_t)i * N, N * sizeof(float));
+        for (size_t c = N; c < V; c++) row[c] = -INFINITY;
+    }
+    return IFD_OK;
 }
 
 static int cpu_copy_blocks(backend *b, const int32_t *src, const int32_t *dst, int32_t n) {
@@ -220,6 +231,11 @@ int backend_cpu_create(backend **out, const model *m, const backend_config *cfg,
     buf->up = alloc_floats(T, hp->ffn_dim, &ok);
     buf->hb = alloc_floats(T, hp->ffn_dim, &ok);
     cb->att_scratch = alloc_floats((size_t)cfg->max_seq_len, 1, &ok);
+    if (cfg->logits_rows > 0 && (int64_t)cfg->logits_rows < (int64_t)hp->n_vocab) {
+        cb->out_view = m->output; /* a view of the first rows (rows are contiguous) */
+        cb->out_view.n_rows = cfg->logits_rows;
+        buf->output = &cb->out_view;
+    }
     if (ok && !cfg->reference) {
         cb->rope_cs = alloc_floats(T, (size_t)hp->n_rot / 2 * 2 + 1, &ok);
         const cpu_backend *owner = cfg->share_threads && cfg->share_threads->ops == &CPU_OPS
@@ -241,7 +257,7 @@ int backend_cpu_create(backend **out, const model *m, const backend_config *cfg,
             for (size_t i = 0; ok && i < IFD_ARRAY_LEN(ws); i++)
                 if (ops_ctx_prepare_weights(cb->ops, ws[i]) != IFD_OK) ok = false;
         }
-        if (ok && ops_ctx_prepare_weights(cb->ops, &m->output) != IFD_OK) ok = false;
+        if (ok && ops_ctx_prepare_weights(cb->ops, buf->output ? buf->output : &m->output) != IFD_OK) ok = false;
     }
     if (!ok) {
         cpu_destroy(&cb->base);

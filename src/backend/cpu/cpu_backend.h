@@ -21,6 +21,7 @@ typedef struct cpu_backend {
     size_t layer_kv_bytes;     /* bytes of K (== of V) per layer */
     backend_kv_dtype kv_dtype; /* resolved (never AUTO) */
     fwd_bufs buf;           /* activations, sized for max_batch_tokens (see forward.h) */
+    wmat out_view;          /* cfg.logits_rows: the output matrix's first rows (buf.output) */
     float *att_scratch;     /* reference attention: [max_seq_len] */
     const fwd_ops *fwd;     /* &cpu_fwd_ref or &cpu_fwd_fast */
     /* fast path only (NULL with cfg.reference) */
