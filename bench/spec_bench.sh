@@ -15,6 +15,7 @@
 # the same batch and prompt set. tpot = TPOT p50 (ms per output token after the first, per
 # request: the decode speed speculation changes; prefill and queueing are outside it), dx =
 # plain's TPOT over the mode's (the per-sequence decode speed-up; x also counts prefill).
+# DRAFT_ARGS: more options of the draft modes (e.g. "--draft-vocab 32768 --num-speculative-tokens 3").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:?build dir}; TARGET=${2:?target.gguf}; DRAFT=${3:?draft.gguf}; OUT=${4:-128}
@@ -27,9 +28,9 @@ MODES=(plain draft ngram); [ "${FIXED:-0}" = 1 ] && MODES+=(draft-fixed)
 args_of() {
   case $1 in
     plain) ;;
-    draft) echo "--draft-model $DRAFT" ;;
+    draft) echo "--draft-model $DRAFT ${DRAFT_ARGS:-}" ;;
     ngram) echo "--speculative-ngram" ;;
-    draft-fixed) echo "--draft-model $DRAFT --no-speculative-adaptive" ;;
+    draft-fixed) echo "--draft-model $DRAFT --no-speculative-adaptive ${DRAFT_ARGS:-}" ;;
   esac
 }
 printf "%-26s %5s %-12s %9s %7s %8s %7s %8s %8s\n" prompts batch mode "tok/s" x tpot dx accept "mean acc"

@@ -78,6 +78,7 @@ typedef struct spec_cfg {
     int32_t K;
     bool adaptive;
 } spec_cfg;
+static int32_t g_dvocab; /* --draft-vocab of the next engine (CPU only: devices keep the full head) */
 
 static void opts(inferd_engine_options *o, const spec_cfg *c) {
     inferd_engine_options_default(o);
@@ -95,6 +96,7 @@ static void opts(inferd_engine_options *o, const spec_cfg *c) {
         o->speculative_ngram = c->ngram;
         o->num_speculative_tokens = c->K;
         o->speculative_adaptive = c->adaptive;
+        o->draft_vocab = o->device == INFERD_DEVICE_CPU ? g_dvocab : 0;
     }
 }
 
@@ -169,16 +171,19 @@ static void test_greedy_identical(void) {
         {DRAFT, false, 1, false}, {DRAFT, false, 4, false}, {DRAFT, false, 8, false},
         {NULL, true, 1, false},   {NULL, true, 4, false},   {NULL, true, 8, false},
         {DRAFT, true, 4, false},  {DRAFT, false, 4, true},  {NULL, true, 8, true},
+        {DRAFT, false, 4, false}, /* again with a restricted draft lm head (ids < 500) */
     };
-    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+    const size_t nc = sizeof cfgs / sizeof cfgs[0];
+    for (size_t c = 0; c < nc; c++) {
+        g_dvocab = c == nc - 1 ? 500 : 0;
         for (int alone = 0; alone < 2; alone++) {
             opts(&o, &cfgs[c]);
             inferd_stats st;
             CHECK(run(&o, alone, R1, &st));
             char what[96];
-            snprintf(what, sizeof what, "%s%s K=%d %s %s", cfgs[c].draft ? "draft" : "",
+            snprintf(what, sizeof what, "%s%s K=%d %s %s vocab %d", cfgs[c].draft ? "draft" : "",
                      cfgs[c].ngram ? "+ngram" : "", cfgs[c].K, cfgs[c].adaptive ? "adaptive" : "fixed",
-                     alone ? "alone" : "batch of 16");
+                     alone ? "alone" : "batch of 16", g_dvocab);
             CHECKF(compare(R0, R1, what) == 0, "%s", what);
             if (!cfgs[c].adaptive) {
                 CHECKF(st.spec_verifications > 0 && st.spec_accepted > 0,
@@ -191,6 +196,7 @@ static void test_greedy_identical(void) {
             CHECK(st.kv_blocks_used == 0);
         }
     }
+    g_dvocab = 0;
 }
 
 /* A pool of 12 blocks of 16 tokens for 16 requests of up to ~200 tokens: preemption must
