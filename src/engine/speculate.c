@@ -153,6 +153,12 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
             return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "--draft-vocab must be >= 0");
         }
         dbc.logits_rows = (int64_t)o->draft_vocab < (int64_t)dm->hp.n_vocab ? o->draft_vocab : 0;
+        if (dbc.logits_rows && backend_resolve_kind(kind) != BACKEND_CPU) {
+            /* the device backends keep the whole head (a command line from a CPU host
+             * still starts on a GPU host) */
+            slog("warn", "--draft-vocab applies to the CPU backend only: the draft keeps its whole lm head");
+            dbc.logits_rows = 0;
+        }
         int rc = draft_create(&sp->d, dm, kind, &dbc, o->enable_prefix_caching, err, err_bytes);
         if (rc) return rc;
     }

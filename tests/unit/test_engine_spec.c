@@ -78,7 +78,7 @@ typedef struct spec_cfg {
     int32_t K;
     bool adaptive;
 } spec_cfg;
-static int32_t g_dvocab; /* --draft-vocab of the next engine (CPU only: devices keep the full head) */
+static int32_t g_dvocab; /* --draft-vocab of the next engine */
 
 static void opts(inferd_engine_options *o, const spec_cfg *c) {
     inferd_engine_options_default(o);
@@ -96,7 +96,7 @@ static void opts(inferd_engine_options *o, const spec_cfg *c) {
         o->speculative_ngram = c->ngram;
         o->num_speculative_tokens = c->K;
         o->speculative_adaptive = c->adaptive;
-        o->draft_vocab = o->device == INFERD_DEVICE_CPU ? g_dvocab : 0;
+        o->draft_vocab = g_dvocab; /* a device backend keeps the whole head (a warning) */
     }
 }
 
