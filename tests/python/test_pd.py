@@ -539,10 +539,12 @@ def test_netns_link(link, transport):
         # token 1 goes out when the prefill instance names it, before the KV is in:
         # TTFT = queue + remote prefill (+ a step), not + transfer — but for the request
         # that opens a connection (one per transfer worker at most: 4), whose TTFT also
-        # holds the handshake (and UCX's wire-up) over the delayed link
+        # holds the handshake (and UCX's wire-up) over the delayed link; and on a loaded
+        # machine (ASAN) a slow step can push a few more past it: a quarter of the rest.
+        # Were the transfer inside TTFT, none would be early.
         logs = [r for r in d.log_lines() if r.get("pd_prefill") and r.get("pd_transfer_s", 0) > 0.02]
         early = [r for r in logs if r["ttft_s"] < r["queue_s"] + r["pd_prefill_s"] + r["pd_transfer_s"]]
-        assert len(logs) >= 8 and len(early) >= len(logs) - 4, [
+        assert len(logs) >= 8 and len(early) >= len(logs) - 4 - (len(logs) - 4) // 4, [
             (r["ttft_s"], r["queue_s"], r["pd_prefill_s"], r["pd_transfer_s"]) for r in logs]
         assert wait_metric(d, "inferd_kv_blocks_used", 0, 5)
     finally:
