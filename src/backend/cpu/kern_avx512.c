@@ -803,15 +803,6 @@ static inline int32_t ld32i(const uint8_t *p) {
     return v;
 }
 
-static size_t pk_gb_q8_0(int64_t K) {
-    return (size_t)((K / 32 + 1) / 2) * pk_pb(GGML_TYPE_Q8_0);
-}
-static size_t pk_gb_q4_0(int64_t K) {
-    return (size_t)((K / 32 + 1) / 2) * pk_pb(GGML_TYPE_Q4_0);
-}
-static size_t pk_gb_q5_0(int64_t K) {
-    return (size_t)((K / 32 + 1) / 2) * pk_pb(GGML_TYPE_Q5_0);
-}
 static size_t pk_gb_q4_K(int64_t K) {
     return (size_t)(K / QK_K) * PK_KSB;
 }
@@ -851,15 +842,17 @@ static void pk_pack_a8(ggml_type t, uint8_t *dst, const uint8_t *w, size_t rb, i
         }
     }
 }
-static void pk_pack_q8_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
-    pk_pack_a8(GGML_TYPE_Q8_0, dst, w, rb, K);
-}
-static void pk_pack_q4_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
-    pk_pack_a8(GGML_TYPE_Q4_0, dst, w, rb, K);
-}
-static void pk_pack_q5_0(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
-    pk_pack_a8(GGML_TYPE_Q5_0, dst, w, rb, K);
-}
+/* The kern_pack entries of a pair-of-blocks type: group bytes and the pack. */
+#define PK_A8_LAYOUT(name, T)                                                            \
+    static size_t pk_gb_##name(int64_t K) {                                              \
+        return (size_t)((K / 32 + 1) / 2) * pk_pb(T);                                    \
+    }                                                                                    \
+    static void pk_pack_##name(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {  \
+        pk_pack_a8(T, dst, w, rb, K);                                                    \
+    }
+PK_A8_LAYOUT(q8_0, GGML_TYPE_Q8_0)
+PK_A8_LAYOUT(q4_0, GGML_TYPE_Q4_0)
+PK_A8_LAYOUT(q5_0, GGML_TYPE_Q5_0)
 
 static void pk_pack_q4_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
     for (int64_t s = 0; s < K / QK_K; s++) {
