@@ -8,7 +8,10 @@
  *                      [-s ROWSxK (matmul shape, default 8192x2048)] [-y TYPE,TYPE.. (only
  *                      these weight types)] [-n (no attention)] [-c (process CPU time
  *                      instead of wall time: with -t 1, figures a loaded machine cannot
- *                      skew by descheduling; cache / memory contention still can)] */
+ *                      skew by descheduling; cache / memory contention still can)]
+ *                      [-v (verify shape: also the time of T = 2..9, weights from DRAM,
+ *                      relative to T = 1 — what a speculative verification of k = T - 1
+ *                      drafts costs against a decode)] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +111,7 @@ static double bench_matmul(ops_ctx *c, const wmat *w, int n, const float *x, flo
 }
 
 int main(int argc, char **argv) {
-    int n_threads = 0, quick = 0, only = -1, no_attn = 0;
+    int n_threads = 0, quick = 0, only = -1, no_attn = 0, verify = 0;
     long long rows_arg = 8192, k_arg = 2048;
     const char *type_list = NULL;
     for (int i = 1; i < argc; i++) {
@@ -121,6 +124,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-n")) no_attn = 1;
         else if (!strcmp(argv[i], "-c")) use_cpu_time = 1;
         else if (!strcmp(argv[i], "-q")) quick = 1;
+        else if (!strcmp(argv[i], "-v")) verify = 1;
         else if (!strcmp(argv[i], "-l") && i + 1 < argc) {
             cpu_level l;
             if (!cpu_level_parse(argv[++i], &l)) return 2;
@@ -170,6 +174,12 @@ int main(int argc, char **argv) {
             printf("  %-8s %12.1f %12.0f %14.1f %14.1f\n", ggml_type_get(types[ti])->name,
                    bytes / t1 / 1e9, t1 * 1e6, 2.0 * ROWS * K * 16 / t16 / 1e9,
                    2.0 * ROWS * K * TP / tp / 1e9);
+            if (verify) {
+                printf("  %-8s T=1..9 / T=1:", "");
+                for (int32_t T = 1; T <= 9; T++)
+                    printf(" %.2f", bench_matmul(c, w, n, x, out, T, quick ? 3 : 10) / n / t1);
+                printf("\n");
+            }
             ops_ctx_drop_weights(c);
             for (int m = 0; m < n; m++) free((void *)w[m].data);
         }

@@ -1332,6 +1332,30 @@ static void pk_pack_q6_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
     }
 }
 
+/* Half h of a Q6_K chunk (column groups 4h .. 4h+3: scale groups h (low nibbles) and 2+h
+ * (high)) into il / ih. A function of its own so that each accumulator array has a fixed
+ * name: indexed by g >> 2 inside one loop, GCC kept them on the stack. */
+AI void pk_q6k_half(const int NT, const int h, const uint8_t *ch, const uint8_t *act, size_t as,
+                    size_t aoff, __m512i *il, __m512i *ih) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i H = _mm512_load_si512(ch + 512 + 128 * h), H1 = _mm512_load_si512(ch + 576 + 128 * h);
+    for (int gg = 0; gg < 4; gg++) {
+        const int g = 4 * h + gg;
+        const __m512i v = _mm512_load_si512(ch + 64 * g);
+        const __m512i Hg = (gg >> 1) ? H1 : H;
+        const __m512i lh = (g & 1) ? _mm512_and_si512(Hg, m30) : _mm512_and_si512(_mm512_slli_epi16(Hg, 4), m30);
+        const __m512i hh = (g & 1) ? _mm512_and_si512(_mm512_srli_epi16(Hg, 2), m30)
+                                   : _mm512_and_si512(_mm512_slli_epi16(Hg, 2), m30);
+        const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), lh);
+        const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hh);
+        for (int j = 0; j < NT; j++) {
+            const uint8_t *a = act + (size_t)j * as + aoff;
+            il[j] = _mm512_dpbusd_epi32(il[j], lo, _mm512_set1_epi32(ld32i(a + 4 * g)));
+            ih[j] = _mm512_dpbusd_epi32(ih[j], hi, _mm512_set1_epi32(ld32i(a + 32 + 4 * g)));
+        }
+    }
+}
+
 /* One 16-row group x NT tokens, Q6_K. */
 AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
                     float *out, size_t os, int pf) {
@@ -1342,7 +1366,6 @@ AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
         da[j] = (const float *)(act + (size_t)j * as + a8_da_offset(np));
         acc[j] = _mm512_setzero_ps();
     }
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *sb = grp + (size_t)s * PK_6SB;
         const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sb));
@@ -1351,32 +1374,23 @@ AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
             const size_t aoff = (size_t)(4 * s + c) * sizeof(a8_pair);
             if (pf) /* the group's first token tile streams it from DRAM: fetch ahead */
                 for (int l = 0; l < 12; l++) _mm_prefetch((const char *)ch + PK_PF + 64 * l, _MM_HINT_T0);
-            __m512i ia[4][PK_6NT]; /* scale groups 4c .. 4c+3 */
+            __m512i i0[PK_6NT], i1[PK_6NT], i2[PK_6NT], i3[PK_6NT]; /* scale groups 4c .. 4c+3 */
             for (int j = 0; j < NT; j++) {
                 const a8_pair *ap = (const a8_pair *)(act + (size_t)j * as + aoff);
-                for (int u = 0; u < 4; u++) ia[u][j] = _mm512_set1_epi32(ap->bias[4 * u]);
+                i0[j] = _mm512_set1_epi32(ap->bias[0]);
+                i1[j] = _mm512_set1_epi32(ap->bias[4]);
+                i2[j] = _mm512_set1_epi32(ap->bias[8]);
+                i3[j] = _mm512_set1_epi32(ap->bias[12]);
             }
-            for (int g = 0; g < 8; g++) {
-                const __m512i v = _mm512_load_si512(ch + 64 * g);
-                const __m512i H = _mm512_load_si512(ch + 512 + 64 * (g >> 1));
-                const __m512i lh = (g & 1) ? _mm512_and_si512(H, m30) : _mm512_and_si512(_mm512_slli_epi16(H, 4), m30);
-                const __m512i hh = (g & 1) ? _mm512_and_si512(_mm512_srli_epi16(H, 2), m30)
-                                           : _mm512_and_si512(_mm512_slli_epi16(H, 2), m30);
-                const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), lh);
-                const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hh);
-                const int u = g >> 2;
-                for (int j = 0; j < NT; j++) {
-                    const uint8_t *a = act + (size_t)j * as + aoff;
-                    ia[u][j] = _mm512_dpbusd_epi32(ia[u][j], lo, _mm512_set1_epi32(ld32i(a + 4 * g)));
-                    ia[2 + u][j] = _mm512_dpbusd_epi32(ia[2 + u][j], hi, _mm512_set1_epi32(ld32i(a + 32 + 4 * g)));
-                }
-            }
+            pk_q6k_half(NT, 0, ch, act, as, aoff, i0, i2);
+            pk_q6k_half(NT, 1, ch, act, as, aoff, i1, i3);
             const int64_t b0 = 8 * s + 2 * c;
+            const __m512i *iu[4] = {i0, i1, i2, i3};
             for (int u = 0; u < 4; u++) {
                 const __m512 sc = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                                                         _mm_load_si128((const __m128i *)(sb + 64 + 16 * (4 * c + u))))));
                 for (int j = 0; j < NT; j++)
-                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[u][j]),
+                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iu[u][j]),
                                              _mm512_mul_ps(sc, _mm512_set1_ps(da[j][b0 + (u >> 1)])), acc[j]);
             }
         }
