@@ -105,10 +105,30 @@ typedef struct a8_block {
 } a8_block;
 
 /* Row (QUANT_ACT_Q8_32): a8_block[K / 32], then (q_min types) float dsum[K / 32] =
- * d_a * sum(a) per block (Q2_K, q_group 16: dsum[K / 16], per 16 elements). */
+ * d_a * sum(a) per block (Q2_K, q_group 16: dsum[K / 16], per 16 elements); Q6_K: uint32
+ * (s0, s1) per block, the int16 sums of its two 16-element halves. */
 static size_t k2_act_row_bytes(const quant_traits *qt, int64_t K) {
-    const size_t nds = qt->q_min ? (size_t)(K / 32) * (qt->q_group == 16 ? 2 : 1) : 0;
+    const size_t nds = qt->q_min ? (size_t)(K / 32) * (qt->q_group == 16 ? 2 : 1)
+                       : qt->type == GGML_TYPE_Q6_K ? (size_t)(K / 32) /* (s0, s1) int16 pairs */
+                                                    : 0;
     return (size_t)(K / 32) * sizeof(a8_block) + nds * sizeof(float);
+}
+
+/* amax of 32 floats. */
+static float amax32(const float *xb) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 mx = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8 * i)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    return _mm_cvtss_f32(m4);
+}
+
+/* Q4_K and Q6_K: one activation scale per 256-element super-block (stored in each of
+ * its 8 blocks), so their packed kernels sum a super-block's dots in int32. */
+static bool act_scale_per_superblock(const quant_traits *qt) {
+    return qt->type == GGML_TYPE_Q4_K || qt->type == GGML_TYPE_Q6_K;
 }
 
 /* The offset vector: -q_zero * sum(a) per scale group (int32 lanes 0-7 cover 32 elements:
@@ -116,22 +136,21 @@ static size_t k2_act_row_bytes(const quant_traits *qt, int64_t K) {
 static void k2_act_prepare(const quant_traits *qt, const float *x, void *dst, int64_t K) {
     IFD_ASSERT(K % 32 == 0);
     a8_block *ab = dst;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const bool per_sb = act_scale_per_superblock(qt);
+    IFD_ASSERT(!per_sb || K % QK_K == 0);
+    float amax = 0.0f;
     for (int64_t b = 0; b < K / 32; b++) {
         const float *xb = x + 32 * b;
-        __m256 v[4], mx = _mm256_setzero_ps();
-        for (int i = 0; i < 4; i++) {
-            v[i] = _mm256_loadu_ps(xb + 8 * i);
-            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
+        if (!per_sb) {
+            amax = amax32(xb);
+        } else if (b % 8 == 0) {
+            amax = 0.0f;
+            for (int i = 0; i < 8; i++) amax = fmaxf(amax, amax32(xb + 32 * i));
         }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
         const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
-        for (int i = 0; i < 4; i++) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
+        for (int i = 0; i < 4; i++) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * i), vid));
         /* pack 32 int32 -> 32 int8 in order */
         const __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
         __m256i p = _mm256_packs_epi16(p01, p23);
@@ -157,6 +176,8 @@ static void k2_act_prepare(const quant_traits *qt, const float *x, void *dst, in
             ((float *)(ab + K / 32))[2 * b + 1] = d * (float)s1;
         } else if (qt->q_min) {
             ((float *)(ab + K / 32))[b] = d * (float)(s0 + s1);
+        } else if (qt->type == GGML_TYPE_Q6_K) { /* |s| <= 16 * 127: int16 */
+            ((uint32_t *)(ab + K / 32))[b] = (uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16;
         }
         for (int i = 0; i < 8; i++) ab[b].d[i] = d;
     }
@@ -724,7 +745,8 @@ K2_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 #define P2_NR 8
 #define P2_NT 5  /* tokens per tile, Q4_0 / Q8_0 */
 #define P2_PF 4096 /* prefetch distance of a group's first token tile, bytes */
-#define P2_KNT 6 /* Q4_K */
+#define P2_KNT 6 /* Q5_K */
+#define P2_4NT 6 /* Q4_K */
 
 AI size_t p2_qb(ggml_type t) { /* Q4_0 and IQ4_NL: nibbles; Q5_0: nibbles + fifth-bit plane */
     return t == GGML_TYPE_Q8_0 ? 256 : t == GGML_TYPE_Q5_0 ? 160 : 128;
@@ -1197,8 +1219,9 @@ G2_FNS(q4_1, GGML_TYPE_Q4_1)
 /* Q4_K group layout, per super-block (1184 bytes): f16 d[8], f16 dmin[8], u8 sc[8][8]
  * (sub-block x row), u8 m[8][8], then per 64-element chunk c the 32 nibble bytes of each
  * row as 8 column groups of 32 bytes (low nibbles: sub-block 2c, high: 2c+1): 148 bytes
- * a row against 144. Per sub-block and token the 8 int16 products are summed before
- * VPMADDWD (8 * 2 * 15 * 127 < 32768), one FMA with (d * sc) * d_a; per super-block the
+ * a row against 144. Per sub-block and token the 8 int16 products are summed (8 * 2 * 15
+ * * 127 < 32768), then VPMADDWD by the row scales into an int32 sum per super-block, one
+ * FMA with d * d_a (the activation's scale is one per super-block); per super-block the
  * minimum as 8 FMAs of dmin * m against the activation's d_a * sum(a) per block. */
 #define P2_KSB 1184
 
@@ -1230,18 +1253,29 @@ AI __m256 u8x8_ps(const uint8_t *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
-/* One 8-row group x NT tokens, Q4_K. */
+/* (sc, sc) int16 pairs, one per row lane, from 8 u8 scales: VPMADDWD's multiplier. */
+AI __m256i sc_pairs(const uint8_t *p) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* One 8-row group x NT tokens, Q4_K. The activation's scale is one per super-block (see
+ * k2_act_prepare), so the 8 sub-blocks' dots, each times its row scale (VPMADDWD by
+ * (sc, sc) pairs: 2 * 30480 * 63 per lane), sum in int32 and meet the floats once per
+ * super-block. */
 AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
                     float *out, size_t os, int pf) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[P2_KNT];
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[P2_4NT];
     UNROLL
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *sb = grp + (size_t)s * P2_KSB;
         if (pf)
             for (int l = 0; l < P2_KSB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
-        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        __m256i isum[P2_4NT];
+        UNROLL
+        for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
         for (int k = 0; k < 8; k++) {
             const uint8_t *q = sb + 160 + 256 * (k >> 1);
             __m256i wq[8];
@@ -1250,7 +1284,7 @@ AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
                 wq[g] = (k & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
             }
-            const __m256 sv = _mm256_mul_ps(dv, u8x8_ps(sb + 32 + 8 * k));
+            const __m256i scp = sc_pairs(sb + 32 + 8 * k);
             UNROLL
             for (int j = 0; j < NT; j++) {
                 const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + k;
@@ -1261,9 +1295,14 @@ AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
                     p[g] = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2 * g], bc32(a + 8 * g)),
                                             _mm256_maddubs_epi16(wq[2 * g + 1], bc32(a + 8 * g + 4)));
                 const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
-                const __m256i dot = _mm256_madd_epi16(s16, ones);
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sv, _mm256_set1_ps(ab->d[0])), acc[j]);
+                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16, scp));
             }
+        }
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        UNROLL
+        for (int j = 0; j < NT; j++) {
+            const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s;
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dv, _mm256_set1_ps(ab->d[0])), acc[j]);
         }
         const __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sb + 16)));
         for (int k = 0; k < 8; k++) {
@@ -1286,10 +1325,10 @@ static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
         const uint8_t *gp = grp + (size_t)g * gb;
         float *og = out + (size_t)g * P2_NR;
         int32_t j = 0;
-        for (; j + P2_KNT <= nt; j += P2_KNT)
-            p2_q4k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        for (; j + P2_4NT <= nt; j += P2_4NT)
+            p2_q4k_body(P2_4NT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
         if (j < nt)
-            KERN_REM(P2_Q4K_BODY_R, P2_KNT, nt - j, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os,
+            KERN_REM(P2_Q4K_BODY_R, P2_4NT, nt - j, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os,
                      j == 0)
     }
 }
@@ -1300,7 +1339,8 @@ static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
  * of element 4g+p of the chunk, high nibble those of element 32+4g+p) and 4 vectors of
  * the top 2 bits (vector k, byte p of row i: bits 2m..2m+1 those of element 4(4m+k)+p).
  * Per 16-element scale group and token: 4 VPMADDUBSW summed in pairs (2 * 2 * 63 * 127
- * < 32768), VPMADDWD, the activation's -32 * sum(a) offset, one FMA with (d * sc) * d_a. */
+ * < 32768), VPMADDWD by the row scale, the -32 * sum(a) offset, all in an int32 sum per
+ * super-block (see p2_q6k_body); one FMA with d * d_a per super-block. */
 #define P2_6NT 4
 #define P2_6SB 1696
 
@@ -1347,10 +1387,20 @@ AI __m256 i8x8_ps(const uint8_t *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
-/* One 8-row group x NT tokens, Q6_K. */
+/* (sc, sc) int16 pairs, one per row lane, from 8 int8 scales. */
+AI __m256i sc_pairs_i8(const uint8_t *p) {
+    const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_set_m128i(_mm_unpackhi_epi16(w, w), _mm_unpacklo_epi16(w, w));
+}
+
+/* One 8-row group x NT tokens, Q6_K. The activation's scale is one per super-block (see
+ * k2_act_prepare), so a super-block's 16 scale groups sum in int32: each group's dot
+ * times its row scale (VPMADDWD by (sc, sc) pairs: 2 * 32004 * 128 per lane), and the
+ * -32 offset of a block's two groups as one VPMADDWD of (-32 sc0, -32 sc1) by the
+ * activation's (s0, s1) int16 sums; the floats once per super-block. */
 AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
                     float *out, size_t os, int pf) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), m32 = _mm256_set1_epi16(-32);
     __m256 acc[P2_6NT];
     UNROLL
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
@@ -1358,46 +1408,57 @@ AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
         const uint8_t *sb = grp + (size_t)s * P2_6SB;
         if (pf)
             for (int l = 0; l < P2_6SB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
-        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        __m256i isum[P2_6NT];
+        UNROLL
+        for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             const uint8_t *q = sb + 160 + 384 * c;
             UNROLL
             for (int h = 0; h < 2; h++) {
-                __m256i wq[8];
-                UNROLL
-                for (int g = 0; g < 8; g++) {
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
-                    const __m256i nib = h ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-                    const int G = 8 * h + g, k = G & 3, m = G >> 2;
-                    const __m256i hv = _mm256_loadu_si256((const __m256i *)(q + 256 + 32 * k));
-                    const __m256i hb = m == 0 ? _mm256_slli_epi16(hv, 4)
-                                       : m == 1 ? _mm256_slli_epi16(hv, 2)
-                                       : m == 2 ? hv
-                                                : _mm256_srli_epi16(hv, 2);
-                    wq[g] = _mm256_or_si256(nib, _mm256_and_si256(hb, m30));
-                }
                 const int sg = 4 * c + 2 * h;
-                const __m256 sv0 = _mm256_mul_ps(dv, i8x8_ps(sb + 32 + 8 * sg));
-                const __m256 sv1 = _mm256_mul_ps(dv, i8x8_ps(sb + 32 + 8 * (sg + 1)));
                 UNROLL
-                for (int j = 0; j < NT; j++) {
-                    const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + 2 * c + h;
-                    const uint8_t *a = (const uint8_t *)ab->qs;
-                    __m256i d[2];
+                for (int u = 0; u < 2; u++) { /* one scale group: 4 weight vectors live */
+                    __m256i wq[4];
                     UNROLL
-                    for (int u = 0; u < 2; u++) {
-                        const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[4 * u], bc32(a + 16 * u)),
-                                                            _mm256_maddubs_epi16(wq[4 * u + 1], bc32(a + 16 * u + 4)));
-                        const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[4 * u + 2], bc32(a + 16 * u + 8)),
-                                                            _mm256_maddubs_epi16(wq[4 * u + 3], bc32(a + 16 * u + 12)));
-                        d[u] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
-                                                _mm256_set1_epi32(ab->bias[4 * u]));
+                    for (int gg = 0; gg < 4; gg++) {
+                        const int g = 4 * u + gg;
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
+                        const __m256i nib = h ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                        const int G = 8 * h + g, k = G & 3, m = G >> 2;
+                        const __m256i hv = _mm256_loadu_si256((const __m256i *)(q + 256 + 32 * k));
+                        const __m256i hb = m == 0 ? _mm256_slli_epi16(hv, 4)
+                                           : m == 1 ? _mm256_slli_epi16(hv, 2)
+                                           : m == 2 ? hv
+                                                    : _mm256_srli_epi16(hv, 2);
+                        wq[gg] = _mm256_or_si256(nib, _mm256_and_si256(hb, m30));
                     }
-                    const __m256 da = _mm256_set1_ps(ab->d[0]);
-                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[0]), _mm256_mul_ps(sv0, da), acc[j]);
-                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[1]), _mm256_mul_ps(sv1, da), acc[j]);
+                    const __m256i sc = sc_pairs_i8(sb + 32 + 8 * (sg + u));
+                    __m256i scb = _mm256_setzero_si256();
+                    if (u == 0)
+                        scb = _mm256_mullo_epi16(_mm256_blend_epi16(sc, sc_pairs_i8(sb + 32 + 8 * (sg + 1)), 0xAA), m32);
+                    UNROLL
+                    for (int j = 0; j < NT; j++) {
+                        const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + 2 * c + h;
+                        const uint8_t *a = (const uint8_t *)ab->qs + 16 * u;
+                        const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[0], bc32(a)),
+                                                            _mm256_maddubs_epi16(wq[1], bc32(a + 4)));
+                        const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2], bc32(a + 8)),
+                                                            _mm256_maddubs_epi16(wq[3], bc32(a + 12)));
+                        __m256i d = _mm256_add_epi32(_mm256_madd_epi16(p0, sc), _mm256_madd_epi16(p1, sc));
+                        if (u == 0) {
+                            const int32_t *s16 = (const int32_t *)((const a8_block *)(act + (size_t)j * as) + 8 * nsb);
+                            d = _mm256_add_epi32(d, _mm256_madd_epi16(scb, _mm256_set1_epi32(s16[8 * s + 2 * c + h])));
+                        }
+                        isum[j] = _mm256_add_epi32(isum[j], d);
+                    }
                 }
             }
+        }
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
+        UNROLL
+        for (int j = 0; j < NT; j++) {
+            const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s;
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dv, _mm256_set1_ps(ab->d[0])), acc[j]);
         }
     }
     UNROLL
