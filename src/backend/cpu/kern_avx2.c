@@ -1278,24 +1278,24 @@ AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
         for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
         for (int k = 0; k < 8; k++) {
             const uint8_t *q = sb + 160 + 256 * (k >> 1);
-            __m256i wq[8];
-            UNROLL
-            for (int g = 0; g < 8; g++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
-                wq[g] = (k & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
-            }
             const __m256i scp = sc_pairs(sb + 32 + 8 * k);
             UNROLL
-            for (int j = 0; j < NT; j++) {
-                const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + k;
-                const uint8_t *a = (const uint8_t *)ab->qs;
-                __m256i p[4];
+            for (int u = 0; u < 2; u++) { /* half a sub-block: 4 weight vectors live */
+                __m256i wq[4];
                 UNROLL
-                for (int g = 0; g < 4; g++)
-                    p[g] = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2 * g], bc32(a + 8 * g)),
-                                            _mm256_maddubs_epi16(wq[2 * g + 1], bc32(a + 8 * g + 4)));
-                const __m256i s16 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
-                isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16, scp));
+                for (int g = 0; g < 4; g++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 128 * u + 32 * g));
+                    wq[g] = (k & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+                }
+                UNROLL
+                for (int j = 0; j < NT; j++) {
+                    const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + k;
+                    const uint8_t *a = (const uint8_t *)ab->qs + 16 * u;
+                    const __m256i s16 = _mm256_add_epi16(
+                        _mm256_add_epi16(_mm256_maddubs_epi16(wq[0], bc32(a)), _mm256_maddubs_epi16(wq[1], bc32(a + 4))),
+                        _mm256_add_epi16(_mm256_maddubs_epi16(wq[2], bc32(a + 8)), _mm256_maddubs_epi16(wq[3], bc32(a + 12))));
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(s16, scp));
+                }
             }
         }
         const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb));
