@@ -1383,10 +1383,6 @@ static void p2_pack_q6_K(uint8_t *dst, const uint8_t *w, size_t rb, int64_t K) {
     }
 }
 
-AI __m256 i8x8_ps(const uint8_t *p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-}
-
 /* (sc, sc) int16 pairs, one per row lane, from 8 int8 scales. */
 AI __m256i sc_pairs_i8(const uint8_t *p) {
     const __m128i w = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p));
