@@ -745,8 +745,7 @@ K2_TILES(iq4_xs, kx_tile, GGML_TYPE_IQ4_XS, KQ_NR, KQ_NT, KQ_DR, K / QK_K)
 #define P2_NR 8
 #define P2_NT 5  /* tokens per tile, Q4_0 / Q8_0 */
 #define P2_PF 4096 /* prefetch distance of a group's first token tile, bytes */
-#define P2_KNT 6 /* Q5_K */
-#define P2_4NT 6 /* Q4_K */
+#define P2_KNT 6 /* Q4_K, Q5_K */
 
 AI size_t p2_qb(ggml_type t) { /* Q4_0 and IQ4_NL: nibbles; Q5_0: nibbles + fifth-bit plane */
     return t == GGML_TYPE_Q8_0 ? 256 : t == GGML_TYPE_Q5_0 ? 160 : 128;
@@ -1266,14 +1265,14 @@ AI __m256i sc_pairs(const uint8_t *p) {
 AI void p2_q4k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
                     float *out, size_t os, int pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[P2_4NT];
+    __m256 acc[P2_KNT];
     UNROLL
     for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t *sb = grp + (size_t)s * P2_KSB;
         if (pf)
             for (int l = 0; l < P2_KSB; l += 64) _mm_prefetch((const char *)sb + P2_PF + l, _MM_HINT_T0);
-        __m256i isum[P2_4NT];
+        __m256i isum[P2_KNT];
         UNROLL
         for (int j = 0; j < NT; j++) isum[j] = _mm256_setzero_si256();
         for (int k = 0; k < 8; k++) {
@@ -1325,10 +1324,10 @@ static void p2_gemm_q4_K(const uint8_t *grp, size_t gb, int64_t ng, const uint8_
         const uint8_t *gp = grp + (size_t)g * gb;
         float *og = out + (size_t)g * P2_NR;
         int32_t j = 0;
-        for (; j + P2_4NT <= nt; j += P2_4NT)
-            p2_q4k_body(P2_4NT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
+        for (; j + P2_KNT <= nt; j += P2_KNT)
+            p2_q4k_body(P2_KNT, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os, j == 0);
         if (j < nt)
-            KERN_REM(P2_Q4K_BODY_R, P2_4NT, nt - j, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os,
+            KERN_REM(P2_Q4K_BODY_R, P2_KNT, nt - j, gp, act + (size_t)j * as, as, K / QK_K, og + (size_t)j * os, os,
                      j == 0)
     }
 }
@@ -1412,6 +1411,8 @@ AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
             UNROLL
             for (int h = 0; h < 2; h++) {
                 const int sg = 4 * c + 2 * h;
+                const __m256i sc0 = sc_pairs_i8(sb + 32 + 8 * sg), sc1 = sc_pairs_i8(sb + 32 + 8 * (sg + 1));
+                const __m256i scb = _mm256_mullo_epi16(_mm256_blend_epi16(sc0, sc1, 0xAA), m32);
                 UNROLL
                 for (int u = 0; u < 2; u++) { /* one scale group: 4 weight vectors live */
                     __m256i wq[4];
@@ -1428,10 +1429,7 @@ AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
                                                     : _mm256_srli_epi16(hv, 2);
                         wq[gg] = _mm256_or_si256(nib, _mm256_and_si256(hb, m30));
                     }
-                    const __m256i sc = sc_pairs_i8(sb + 32 + 8 * (sg + u));
-                    __m256i scb = _mm256_setzero_si256();
-                    if (u == 0)
-                        scb = _mm256_mullo_epi16(_mm256_blend_epi16(sc, sc_pairs_i8(sb + 32 + 8 * (sg + 1)), 0xAA), m32);
+                    const __m256i sc = u ? sc1 : sc0;
                     UNROLL
                     for (int j = 0; j < NT; j++) {
                         const a8_block *ab = (const a8_block *)(act + (size_t)j * as) + 8 * s + 2 * c + h;
@@ -1441,9 +1439,9 @@ AI void p2_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
                         const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2], bc32(a + 8)),
                                                             _mm256_maddubs_epi16(wq[3], bc32(a + 12)));
                         __m256i d = _mm256_add_epi32(_mm256_madd_epi16(p0, sc), _mm256_madd_epi16(p1, sc));
-                        if (u == 0) {
-                            const int32_t *s16 = (const int32_t *)((const a8_block *)(act + (size_t)j * as) + 8 * nsb);
-                            d = _mm256_add_epi32(d, _mm256_madd_epi16(scb, _mm256_set1_epi32(s16[8 * s + 2 * c + h])));
+                        if (u == 0) { /* the block's (s0, s1) half sums, after the blocks */
+                            const int32_t *hs = (const int32_t *)((const a8_block *)(act + (size_t)j * as) + 8 * nsb);
+                            d = _mm256_add_epi32(d, _mm256_madd_epi16(scb, _mm256_set1_epi32(hs[8 * s + 2 * c + h])));
                         }
                         isum[j] = _mm256_add_epi32(isum[j], d);
                     }
