@@ -57,6 +57,8 @@ typedef struct sequence {
     int32_t spec_obs;     /* draft tokens observed since the last reset */
     int32_t spec_retry_at; /* switched off: n_generated at which it tries again (0: on) */
     int32_t spec_backoff; /* tokens of its last switch-off (doubles each time) */
+    int32_t spec_idle;    /* measured, left plain by the choice: steps in a row */
+    int32_t spec_idle_max; /* steps after which it forgets its acceptance (doubles) */
     int32_t spec_src;     /* this step's drafts came from: 1 n-gram, 2 the draft model */
     int32_t spec_proposed, spec_accepted; /* its drafts verified / accepted (output events) */
     gram_state gstate;    /* constrained decoding: the grammar's state after its output */
@@ -160,13 +162,16 @@ typedef struct spec_state {
     sched_seq **cand;
     int32_t *cap, *k, *src; /* src: 1 n-gram, 2 draft */
     int32_t *need;          /* the draft's first-round tokens, as the cost model counts them */
+    double *catchup;        /* the draft's catch-up ms per token left (0: none) */
     int32_t *who, *got;     /* run_draft: a job's candidate, a candidate's drafts so far */
     double f_fwd, f_draft;  /* measured step time over the model's, moving averages */
     bool optimistic;        /* choose_k's gate is being evaluated */
+    int32_t n_plain;        /* the gate's plain decodes beside the candidates */
     int32_t *ngram_buf;     /* [max_num_seqs][K] */
     draft_job *jobs;
     inferd_stats cnt;     /* the spec_* counters */
     bool debug_accept_all; /* engine_spec_debug_accept_all (tests: a wrong rule) */
+    bool debug_costs;      /* engine_spec_debug_costs: fixed tables, no correction */
 } spec_state;
 
 struct inferd_engine {

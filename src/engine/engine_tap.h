@@ -24,4 +24,11 @@ void engine_set_logits_tap(inferd_engine *e, engine_logits_tap fn, void *user);
  * distribution test can show that it would catch one). Set before the first submit. */
 void engine_spec_debug_accept_all(inferd_engine *e, bool on);
 
+/* Tests only: the adaptive choice's cost tables (ms of a target forward of n[i] tokens,
+ * of a draft forward of dn[i]; n ascending, at most 24 each) instead of the start-up
+ * measurement, and no correction from measured step times, so that the choices depend
+ * on the acceptance and the load alone. Set before the first submit. */
+void engine_spec_debug_costs(inferd_engine *e, const double *n, const double *ms, int32_t cnt, const double *dn,
+                             const double *dms, int32_t dcnt);
+
 #endif

@@ -24,8 +24,11 @@
  * for SPEC_RETRY tokens (doubling each time), then starts over from the prior. A
  * sequence not yet measured gets SPEC_PROBE drafts so that its acceptance is learnt,
  * but only where a gate says speculation could pay at all this step (an optimistic
- * acceptance, SPEC_GATE_ALPHA, must promise SPEC_GATE_GAIN): on a machine where a
- * verification or a draft round costs too much, no step pays for exploration. */
+ * acceptance, SPEC_GATE_ALPHA, must promise SPEC_GATE_GAIN, with the sequences still
+ * prefilling counted as decodes): on a machine where a verification or a draft round
+ * costs too much, no step pays for exploration. A measured sequence left plain forgets
+ * its acceptance after SPEC_IDLE steps (doubling). The draft's catch-up of a sequence
+ * counts, spread over the tokens it has left. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,7 @@
 #include "../util/common.h"
 #include "../util/log.h"
 #include "engine_internal.h"
+#include "engine_tap.h"
 #include "spec.h"
 
 #define SPEC_PRIOR 0.6f    /* the acceptance assumed before any observation */
@@ -44,6 +48,8 @@
 #define SPEC_RETRY 128     /* tokens a switched-off sequence decodes plainly (doubling, to
                               SPEC_RETRY_MAX, each time it is switched off again) */
 #define SPEC_RETRY_MAX 2048
+#define SPEC_IDLE 16       /* steps a measured sequence left plain keeps its acceptance
+                              (doubling, to SPEC_RETRY_MAX, each time it forgets it) */
 #define SPEC_CAL_MS 400.0  /* time the start-up cost measurement may take, each model */
 
 /* ---- cost tables ----------------------------------------------------------------------- */
@@ -172,8 +178,9 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
     sp->got = malloc(S * sizeof(int32_t));
     sp->ngram_buf = malloc(S * (size_t)sp->K * sizeof(int32_t));
     sp->jobs = malloc(S * sizeof(draft_job));
+    sp->catchup = malloc(S * sizeof(double));
     e->vtok = malloc((size_t)(sp->K + 1) * sizeof(int32_t));
-    if (!sp->cand || !sp->cap || !sp->k || !sp->src || !sp->need || !sp->who || !sp->got || !sp->ngram_buf || !sp->jobs || !e->vtok)
+    if (!sp->cand || !sp->cap || !sp->k || !sp->src || !sp->need || !sp->who || !sp->got || !sp->ngram_buf || !sp->jobs || !sp->catchup || !e->vtok)
         return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
     sp->on = true;
     sp->f_fwd = sp->f_draft = 1.0;
@@ -193,7 +200,8 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
                          bc->n_blocks, e->n_vocab, sizes, ns, true, sp->cost_n, sp->cost_ms);
     if (sp->d) {
         int32_t ds[12], nd = 0;
-        for (int32_t m = 1; nd < 12 && m <= IFD_MAX(2 * o->max_num_seqs, 4); m *= 2) ds[nd++] = m;
+        for (int32_t m = 1; nd < 11 && m <= IFD_MAX(2 * o->max_num_seqs, 4); m *= 2) ds[nd++] = m;
+        if (ds[nd - 1] < 64) ds[nd++] = 64; /* a catch-up's cost per token */
         sp->n_dcost = measure(sp->d->be, o->max_num_batched_tokens, 1, o->block_size, bc->n_blocks,
                               e->n_vocab, ds, nd, false, sp->dcost_n, sp->dcost_ms);
     }
@@ -223,6 +231,7 @@ void spec_deinit(inferd_engine *e) {
     free(sp->got);
     free(sp->ngram_buf);
     free(sp->jobs);
+    free(sp->catchup);
     free(e->vtok);
     memset(sp, 0, sizeof *sp);
     e->vtok = NULL;
@@ -241,8 +250,8 @@ static float alpha_of(const spec_state *sp, const sequence *s) {
     return s->spec_obs > 0 ? s->spec_alpha : SPEC_PRIOR;
 }
 
-/* Expected tokens per ms of the step with k[]: sum of 1 + a + ... + a^k over the
- * decodes, over the target forward of all their tokens plus the draft rounds. */
+/* The draft rounds' ms for k[]: the first feeds need[] tokens per sequence, the others
+ * one each. */
 static double draft_ms(const spec_state *sp, int32_t n) {
     int32_t L = 0, first = 0;
     for (int32_t i = 0; i < n; i++)
@@ -259,16 +268,23 @@ static double draft_ms(const spec_state *sp, int32_t n) {
     return ms;
 }
 
+/* Expected tokens per ms of the step with k[]: sum of 1 + a + ... + a^k over the decodes
+ * (and n_plain plain ones), over the target forward of all their tokens plus the draft
+ * rounds, plus the draft's catch-up of the sequences it has not seen, spread over their
+ * tokens left (the expected tokens times catchup[]: near the end of an answer a catch-up
+ * never pays). */
 static double rate(const spec_state *sp, int32_t n) {
-    double tokens = 0, fed = 0;
+    double tokens = sp->n_plain, fed = sp->n_plain, catchup = 0;
     for (int32_t i = 0; i < n; i++) {
         const double a = alpha_of(sp, seq_of(sp->cand[i]));
         double g = 1, ex = 1;
         for (int32_t j = 0; j < sp->k[i]; j++) ex += (g *= a);
         tokens += ex;
         fed += 1 + sp->k[i];
+        if (sp->src[i] == 2 && sp->k[i] > 0) catchup += sp->catchup[i] * ex;
     }
-    const double ms = sp->f_fwd * cost_at(sp->cost_n, sp->cost_ms, sp->n_cost, fed) + sp->f_draft * draft_ms(sp, n);
+    const double ms = sp->f_fwd * cost_at(sp->cost_n, sp->cost_ms, sp->n_cost, fed) +
+                      sp->f_draft * (draft_ms(sp, n) + catchup);
     return ms > 0 ? tokens / ms : tokens;
 }
 
@@ -333,7 +349,11 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
     return best;
 }
 
-static void choose_k(spec_state *sp, int32_t n) {
+/* n_plain: the running sequences that are not candidates this step (still prefilling),
+ * counted by the gate as plain decodes: it judges the load the batch is about to have,
+ * not a moment while the others prefill (a probe then would cost every sequence a draft
+ * catch-up that the full batch never repays). */
+static void choose_k(spec_state *sp, int32_t n, int32_t n_plain) {
     if (!sp->adaptive) {
         for (int32_t i = 0; i < n; i++) sp->k[i] = sp->cap[i];
         return;
@@ -343,11 +363,18 @@ static void choose_k(spec_state *sp, int32_t n) {
      * and nobody probes: on a machine where a verification or a draft round costs too
      * much (measured), the step stays a plain one instead of paying for exploration. */
     for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
+    sp->n_plain = n_plain;
     sp->optimistic = true;
     const double plain = rate(sp, n), best = optimize(sp, n, false);
     sp->optimistic = false;
+    sp->n_plain = 0;
     if (!(best > plain * SPEC_GATE_GAIN)) {
-        for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
+        /* no exploration: the sequences not yet measured stay plain; a measured one
+         * keeps the k its own acceptance earns (else one that starts badly would never
+         * be measured again) */
+        for (int32_t i = 0; i < n; i++)
+            if (seq_of(sp->cand[i])->spec_obs < SPEC_MIN_OBS) sp->cap[i] = 0;
+        optimize(sp, n, false);
         return;
     }
     optimize(sp, n, true);
@@ -364,14 +391,16 @@ static int32_t draft_pick(inferd_engine *e, sequence *s, const float *row) {
 }
 
 /* The draft model's rounds for the candidates with src 2 and k > 0; each ends with
- * k set to the drafts it got (written after its known tokens). */
-static void run_draft(inferd_engine *e, int32_t n) {
+ * k set to the drafts it got (written after its known tokens). Returns whether the
+ * first round fed no more than the cost model's need (no catch-up). */
+static bool run_draft(inferd_engine *e, int32_t n) {
     spec_state *sp = &e->spec;
     draft *d = sp->d;
     draft_job *jobs = sp->jobs;
     int32_t *who = sp->who, *got = sp->got; /* a job's candidate; a candidate's drafts so far */
     for (int32_t i = 0; i < n; i++) got[i] = 0;
     int32_t nj = 0, left = d->max_tokens, L = 0;
+    bool steady = true;
     for (int32_t i = 0; i < n; i++) {
         if (sp->src[i] != 2 || sp->k[i] == 0) continue;
         sched_seq *q = sp->cand[i];
@@ -390,11 +419,12 @@ static void run_draft(inferd_engine *e, int32_t n) {
             continue;
         }
         left -= feed;
+        steady &= need <= sp->need[i];
         jobs[nj] = (draft_job){.ds = ds, .tokens = q->tokens, .n_feed = feed, .want_logits = feed == need};
         if (feed < need) sp->k[i] = 0; /* catching up over several steps: no drafts yet */
         who[nj++] = i;
     }
-    if (nj == 0) return;
+    if (nj == 0) return steady;
     int rc = draft_run(d, jobs, nj);
     sp->cnt.spec_draft_forwards++;
     bool short_of_blocks = false;
@@ -443,6 +473,7 @@ static void run_draft(inferd_engine *e, int32_t n) {
     }
     for (int32_t i = 0; i < n; i++)
         if (sp->src[i] == 2) sp->k[i] = IFD_MIN(sp->k[i], got[i]);
+    return steady;
 }
 
 int spec_propose(inferd_engine *e) {
@@ -475,23 +506,42 @@ int spec_propose(inferd_engine *e) {
         if (cap > 0 && !src && sp->d) src = 2;
         if (!src) cap = 0;
         /* the draft's first round feeds what it has not seen: in steady state the last
-         * accepted draft and the bonus token (a longer catch-up, e.g. the prompt, is a
-         * one-time cost left out of the choice, or it would never start) */
+         * accepted draft and the bonus token; a longer catch-up (the prompt) is a
+         * one-time cost, spread over the tokens left by rate() */
         const draft_seq *ds = &s->dseq;
-        sp->need[n] = IFD_MIN(2, IFD_MAX(1, q->n_tokens - (ds->ready ? ds->n_verified : 0)));
+        const int32_t lag = q->n_tokens - (ds->ready ? ds->n_verified : 0);
+        sp->need[n] = IFD_MIN(2, IFD_MAX(1, lag));
+        sp->catchup[n] = src == 2 && lag > 2 ? cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, lag) /
+                                                   IFD_MAX(1, s->max_tokens - s->n_generated)
+                                             : 0;
         sp->cand[n] = q;
         sp->cap[n] = cap;
         sp->src[n] = src;
         n++;
     }
     if (n == 0) return IFD_OK;
-    choose_k(sp, n);
+    choose_k(sp, n, IFD_MIN(e->sch.running.n, e->opt.max_num_seqs) - n);
+    for (int32_t i = 0; i < n; i++) {
+        /* a measured sequence the choice leaves plain goes back to the prior after a
+         * while: its acceptance was learnt on other text (an answer's first tokens are
+         * often the hardest), and nothing else would ever measure it again */
+        sequence *s = seq_of(sp->cand[i]);
+        if (sp->k[i] > 0 || sp->cap[i] == 0 || s->spec_obs < SPEC_MIN_OBS) {
+            s->spec_idle = 0;
+        } else if (++s->spec_idle >= IFD_MAX(s->spec_idle_max, SPEC_IDLE)) {
+            s->spec_alpha = SPEC_PRIOR;
+            s->spec_idle = 0;
+            s->spec_idle_max = IFD_MIN(2 * IFD_MAX(s->spec_idle_max, SPEC_IDLE), SPEC_RETRY_MAX);
+        }
+    }
     if (sp->d) {
-        /* the draft's measured time against the model's: a correction factor */
+        /* the draft's measured time against the model's: a correction factor, learnt
+         * from steady rounds only (a catch-up is the one-time cost the model leaves out) */
         const double pred = draft_ms(sp, n), t0 = ifd_now_s();
-        run_draft(e, n);
+        const bool steady = run_draft(e, n);
         const double ms = (ifd_now_s() - t0) * 1e3;
-        if (pred > 0) sp->f_draft = 0.9 * sp->f_draft + 0.1 * IFD_MIN(4.0, IFD_MAX(0.25, ms / pred));
+        if (pred > 0 && steady && !sp->debug_costs)
+            sp->f_draft = 0.9 * sp->f_draft + 0.1 * IFD_MIN(4.0, IFD_MAX(0.25, ms / pred));
     }
     for (int32_t i = 0; i < n; i++) {
         sched_seq *q = sp->cand[i];
@@ -520,7 +570,7 @@ int spec_propose(inferd_engine *e) {
 
 void spec_observe_step(inferd_engine *e, int32_t n_tokens, double ms) {
     spec_state *sp = &e->spec;
-    if (!sp->on || sp->n_cost == 0 || n_tokens < 1) return;
+    if (!sp->on || sp->n_cost == 0 || n_tokens < 1 || sp->debug_costs) return;
     const double pred = cost_at(sp->cost_n, sp->cost_ms, sp->n_cost, n_tokens);
     if (pred > 0) sp->f_fwd = 0.9 * sp->f_fwd + 0.1 * IFD_MIN(4.0, IFD_MAX(0.25, ms / pred));
 }
@@ -549,4 +599,17 @@ void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {
         draft_seq_rollback(sp->d, ds, s->ss.tokens, s->ss.n_computed);
     }
     s->spec_src = 0;
+}
+
+void engine_spec_debug_costs(inferd_engine *e, const double *n, const double *ms, int32_t cnt, const double *dn,
+                             const double *dms, int32_t dcnt) {
+    spec_state *sp = &e->spec;
+    sp->n_cost = IFD_MIN(IFD_MAX(cnt, 0), 24);
+    sp->n_dcost = IFD_MIN(IFD_MAX(dcnt, 0), 24);
+    memcpy(sp->cost_n, n, (size_t)sp->n_cost * sizeof(double));
+    memcpy(sp->cost_ms, ms, (size_t)sp->n_cost * sizeof(double));
+    memcpy(sp->dcost_n, dn, (size_t)sp->n_dcost * sizeof(double));
+    memcpy(sp->dcost_ms, dms, (size_t)sp->n_dcost * sizeof(double));
+    sp->f_fwd = sp->f_draft = 1.0;
+    sp->debug_costs = true;
 }

@@ -439,6 +439,87 @@ static void test_n_fork(void) {
         }
 }
 
+/* ---- the adaptive choice, on fixed cost tables (engine_spec_debug_costs) -------------
+ * A target forward costs 10 ms for 1 token, 11 for 4, then 7.25 ms a token (compute
+ * bound); a draft round 2.5 ms for 1 token, 4 for 8, 40 for 64. At batch 1, k = 3 pays
+ * from the prior on (2.95 tokens in 19 ms against 1 in 10), k = 1 from an acceptance of
+ * 0.35; with 4 sequences decoding nothing pays. */
+static const double CN[] = {1, 2, 4, 8}, CMS[] = {10, 10.5, 11, 40};
+static const double DN[] = {1, 2, 4, 8, 64}, DMS[] = {2.5, 3, 3.5, 4, 40};
+
+/* n_req requests of 40 random tokens, n_out out, greedy; chunked prefill of 32 tokens. */
+static bool adaptive_run(int32_t max_seqs, int32_t dvocab, double min_acc, int n_req, int32_t n_out,
+                         inferd_stats *st) {
+    const spec_cfg c = {DRAFT, false, 3, true};
+    inferd_engine_options o;
+    g_dvocab = dvocab;
+    opts(&o, &c);
+    g_dvocab = 0;
+    o.device = INFERD_DEVICE_CPU;
+    o.max_num_seqs = max_seqs;
+    o.max_num_batched_tokens = 32;
+    o.enable_prefix_caching = false;
+    o.spec_min_acceptance = min_acc;
+    char err[512];
+    inferd_engine *e = NULL;
+    if (inferd_engine_create(&e, &o, err, sizeof err)) {
+        fprintf(stderr, "  engine: %s\n", err);
+        return false;
+    }
+    engine_spec_debug_costs(e, CN, CMS, 4, DN, DMS, 5);
+    ifd_rng rng;
+    rng_seed(&rng, 11);
+    bool ok = true;
+    memset(R1, 0, sizeof R1);
+    for (int k = 0; k < n_req && ok; k++) {
+        prompt *p = &P[k];
+        p->n = 40;
+        p->max_out = n_out;
+        p->ids[0] = 1;
+        for (int32_t i = 1; i < p->n; i++) p->ids[i] = 3 + (int32_t)(rng_next(&rng) % 1000);
+        ok = submit(e, p, &R1[k], 0.0f, 0, 1.0f, 1.0f);
+    }
+    drain(e);
+    inferd_engine_stats(e, st);
+    inferd_engine_destroy(e);
+    for (int k = 0; k < n_req; k++) ok = ok && R1[k].done && R1[k].n == n_out;
+    return ok;
+}
+
+static uint64_t spec_steps(const inferd_stats *st) {
+    uint64_t n = 0;
+    for (int k = 1; k < 17; k++) n += st->spec_k_hist[k];
+    return n;
+}
+
+/* Four requests under a load where speculation cannot pay: none speculates or probes,
+ * not even the first one to finish its prefill while the others still prefill (the gate
+ * counts them as the decodes they are about to be), nor the last ones alone near their
+ * end (the draft's catch-up of their whole context is spread over the few tokens left).
+ * The same four one at a time do speculate. */
+static void test_adaptive_load(void) {
+    inferd_stats st;
+    CHECK(adaptive_run(4, 0, 0.3, 4, 24, &st));
+    CHECKF(spec_steps(&st) == 0 && st.spec_draft_forwards == 0, "under load: %llu speculative steps, %llu draft forwards",
+           (unsigned long long)spec_steps(&st), (unsigned long long)st.spec_draft_forwards);
+    CHECK(adaptive_run(1, 0, 0.3, 4, 24, &st));
+    CHECKF(spec_steps(&st) > 0 && st.spec_accepted > 0, "alone: %llu speculative steps",
+           (unsigned long long)spec_steps(&st));
+}
+
+/* A draft that is always wrong (its lm head cut to ids 0..4, which the target never
+ * picks) and no switch-off: after its probes the sequence stays plain, but not for good:
+ * SPEC_IDLE (16) plain steps later it goes back to the prior and tries again, so it
+ * verifies more than its SPEC_MIN_OBS (6) probes. */
+static void test_adaptive_forgets(void) {
+    inferd_stats st;
+    CHECK(adaptive_run(1, 5, 0.01, 1, MAX_OUT, &st));
+    CHECKF(st.spec_accepted == 0 && st.spec_switched_off == 0, "accepted %llu, switched off %llu",
+           (unsigned long long)st.spec_accepted, (unsigned long long)st.spec_switched_off);
+    CHECKF(st.spec_verifications > 6 && st.spec_k_hist[0] >= 16, "%llu verifications, %llu plain steps",
+           (unsigned long long)st.spec_verifications, (unsigned long long)st.spec_k_hist[0]);
+}
+
 static void test_vocab_mismatch(void) {
     /* the target as a draft for itself passes; a file with another vocabulary is refused */
     inferd_engine_options o;
@@ -459,4 +540,5 @@ static void test_vocab_mismatch(void) {
 }
 
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
-          T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_vocab_mismatch))
+          T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_adaptive_load),
+          T(test_adaptive_forgets), T(test_vocab_mismatch))
