@@ -27,8 +27,8 @@
  * acceptance, SPEC_GATE_ALPHA, must promise SPEC_GATE_GAIN, with the sequences still
  * prefilling counted as decodes): on a machine where a verification or a draft round
  * costs too much, no step pays for exploration. A measured sequence left plain forgets
- * its acceptance after SPEC_IDLE steps (doubling). The draft's catch-up of a sequence
- * counts, spread over the tokens it has left. */
+ * its acceptance after SPEC_IDLE steps (doubling), and probes again where the gate lets
+ * it. The draft's catch-up of a sequence counts, spread over the tokens it has left. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,12 +369,7 @@ static void choose_k(spec_state *sp, int32_t n, int32_t n_plain) {
     sp->optimistic = false;
     sp->n_plain = 0;
     if (!(best > plain * SPEC_GATE_GAIN)) {
-        /* no exploration: the sequences not yet measured stay plain; a measured one
-         * keeps the k its own acceptance earns (else one that starts badly would never
-         * be measured again) */
-        for (int32_t i = 0; i < n; i++)
-            if (seq_of(sp->cand[i])->spec_obs < SPEC_MIN_OBS) sp->cap[i] = 0;
-        optimize(sp, n, false);
+        for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
         return;
     }
     optimize(sp, n, true);
@@ -522,14 +517,15 @@ int spec_propose(inferd_engine *e) {
     if (n == 0) return IFD_OK;
     choose_k(sp, n, IFD_MIN(e->sch.running.n, e->opt.max_num_seqs) - n);
     for (int32_t i = 0; i < n; i++) {
-        /* a measured sequence the choice leaves plain goes back to the prior after a
-         * while: its acceptance was learnt on other text (an answer's first tokens are
-         * often the hardest), and nothing else would ever measure it again */
+        /* a measured sequence the choice leaves plain is measured again after a while
+         * (where the gate lets it probe): its acceptance was learnt on other text (an
+         * answer's first tokens are often the hardest), and nothing else would ever
+         * measure it again */
         sequence *s = seq_of(sp->cand[i]);
         if (sp->k[i] > 0 || sp->cap[i] == 0 || s->spec_obs < SPEC_MIN_OBS) {
             s->spec_idle = 0;
         } else if (++s->spec_idle >= IFD_MAX(s->spec_idle_max, SPEC_IDLE)) {
-            s->spec_alpha = SPEC_PRIOR;
+            s->spec_obs = 0; /* the prior again */
             s->spec_idle = 0;
             s->spec_idle_max = IFD_MIN(2 * IFD_MAX(s->spec_idle_max, SPEC_IDLE), SPEC_RETRY_MAX);
         }
