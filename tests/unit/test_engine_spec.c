@@ -509,8 +509,9 @@ static void test_adaptive_load(void) {
 
 /* A draft that is always wrong (its lm head cut to ids 0..4, which the target never
  * picks) and no switch-off: after its probes the sequence stays plain, but not for good:
- * SPEC_IDLE (16) plain steps later it goes back to the prior and tries again, so it
- * verifies more than its SPEC_MIN_OBS (6) probes. */
+ * SPEC_IDLE (16) plain steps later it is measured again as a new sequence and probes
+ * again (the gate lets it at batch 1), so it verifies more than its SPEC_MIN_OBS (6)
+ * probes. */
 static void test_adaptive_forgets(void) {
     inferd_stats st;
     CHECK(adaptive_run(1, 5, 0.01, 1, MAX_OUT, &st));
