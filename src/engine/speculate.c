@@ -349,10 +349,11 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
     return best;
 }
 
-/* n_plain: the running sequences that are not candidates this step (still prefilling),
- * counted by the gate as plain decodes: it judges the load the batch is about to have,
- * not a moment while the others prefill (a probe then would cost every sequence a draft
- * catch-up that the full batch never repays). */
+/* n_plain: the sequences that are not candidates this step (still prefilling, or
+ * waiting while the running set has room), counted by the gate as plain decodes: it
+ * judges the load the batch is about to have, not a moment while the others prefill (a
+ * probe then would cost every sequence a draft catch-up that the full batch never
+ * repays). */
 static void choose_k(spec_state *sp, int32_t n, int32_t n_plain) {
     if (!sp->adaptive) {
         for (int32_t i = 0; i < n; i++) sp->k[i] = sp->cap[i];
@@ -515,7 +516,7 @@ int spec_propose(inferd_engine *e) {
         n++;
     }
     if (n == 0) return IFD_OK;
-    choose_k(sp, n, IFD_MIN(e->sch.running.n, e->opt.max_num_seqs) - n);
+    choose_k(sp, n, IFD_MIN(e->sch.running.n + e->sch.waiting.n, e->opt.max_num_seqs) - n);
     for (int32_t i = 0; i < n; i++) {
         /* a measured sequence the choice leaves plain is measured again after a while
          * (where the gate lets it probe): its acceptance was learnt on other text (an
