@@ -824,7 +824,7 @@ static int engine_step(inferd_engine *e) {
         if (rc == IFD_OK) {
             const double fwd_ms = (ifd_now_s() - now) * 1e3;
             sched_cost_observe(&e->cost, p->n_tokens, fwd_ms);
-            spec_observe_step(e, p->n_tokens, fwd_ms);
+            spec_observe_step(e, p->n_tokens, p->n_logits, fwd_ms);
             rc = postprocess(e);
             sampled = true;
         }

@@ -146,6 +146,9 @@ typedef struct pd_state {
     size_t block_bytes;    /* one block, all layers, K and V */
 } pd_state;
 
+/* Step sizes (tokens) whose measured cost the adaptive choice keeps (speculate.c). */
+#define SPEC_OBS_N 64
+
 /* Speculative decoding's engine state (speculate.c). */
 typedef struct spec_state {
     bool on;              /* a proposer is configured */
@@ -165,6 +168,10 @@ typedef struct spec_state {
     double *catchup;        /* the draft's catch-up ms per token left (0: none) */
     int32_t *who, *got;     /* run_draft: a job's candidate, a candidate's drafts so far */
     double f_fwd, f_draft;  /* measured step time over the model's, moving averages */
+    /* target forwards seen while serving whose every token had a logits row (decodes
+     * and verifications only), by tokens: a moving average of their ms, and how many */
+    double obs_ms[SPEC_OBS_N + 1];
+    int32_t obs_cnt[SPEC_OBS_N + 1];
     bool optimistic;        /* choose_k's gate is being evaluated */
     int32_t n_plain;        /* the gate's plain decodes beside the candidates */
     int32_t *ngram_buf;     /* [max_num_seqs][K] */
@@ -260,7 +267,7 @@ int spec_propose(inferd_engine *e);
 /* After a verification of s that proposed k and accepted a. */
 void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a);
 /* After a forward of n_tokens that took ms: the forward cost's correction factor. */
-void spec_observe_step(inferd_engine *e, int32_t n_tokens, double ms);
+void spec_observe_step(inferd_engine *e, int32_t n_tokens, int32_t n_logits, double ms);
 /* s is finished: its draft KV goes back. */
 void spec_seq_done(inferd_engine *e, sequence *s);
 

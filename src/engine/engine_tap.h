@@ -31,4 +31,8 @@ void engine_spec_debug_accept_all(inferd_engine *e, bool on);
 void engine_spec_debug_costs(inferd_engine *e, const double *n, const double *ms, int32_t cnt, const double *dn,
                              const double *dms, int32_t dcnt);
 
+/* Tests only: a target forward of n_tokens (each with its logits row) took ms, as if
+ * seen while serving (the debug tables above do not learn from real steps). */
+void engine_spec_debug_observe(inferd_engine *e, int32_t n_tokens, double ms);
+
 #endif

@@ -448,8 +448,8 @@ static const double CN[] = {1, 2, 4, 8}, CMS[] = {10, 10.5, 11, 40};
 static const double DN[] = {1, 2, 4, 8, 64}, DMS[] = {2.5, 3, 3.5, 4, 40};
 
 /* n_req requests of 40 random tokens, n_out out, greedy; chunked prefill of 32 tokens. */
-static bool adaptive_run(int32_t max_seqs, int32_t dvocab, double min_acc, int n_req, int32_t n_out,
-                         inferd_stats *st) {
+static bool adaptive_run_seen(int32_t max_seqs, int32_t dvocab, double min_acc, int n_req, int32_t n_out,
+                              inferd_stats *st, const double *seen_ms, int32_t n_seen) {
     const spec_cfg c = {DRAFT, false, 3, true};
     inferd_engine_options o;
     g_dvocab = dvocab;
@@ -467,6 +467,8 @@ static bool adaptive_run(int32_t max_seqs, int32_t dvocab, double min_acc, int n
         return false;
     }
     engine_spec_debug_costs(e, CN, CMS, 4, DN, DMS, 5);
+    for (int32_t n = 1; n <= n_seen; n++)
+        for (int rep = 0; rep < 3; rep++) engine_spec_debug_observe(e, n, seen_ms[n - 1]);
     ifd_rng rng;
     rng_seed(&rng, 11);
     bool ok = true;
@@ -484,6 +486,11 @@ static bool adaptive_run(int32_t max_seqs, int32_t dvocab, double min_acc, int n
     inferd_engine_destroy(e);
     for (int k = 0; k < n_req; k++) ok = ok && R1[k].done && R1[k].n == n_out;
     return ok;
+}
+
+static bool adaptive_run(int32_t max_seqs, int32_t dvocab, double min_acc, int n_req, int32_t n_out,
+                         inferd_stats *st) {
+    return adaptive_run_seen(max_seqs, dvocab, min_acc, n_req, n_out, st, NULL, 0);
 }
 
 static uint64_t spec_steps(const inferd_stats *st) {
@@ -521,6 +528,21 @@ static void test_adaptive_forgets(void) {
            (unsigned long long)st.spec_verifications, (unsigned long long)st.spec_k_hist[0]);
 }
 
+/* The forwards seen while serving overrule the start-up table for their sizes: where the
+ * table has a verification of 1 + 3 tokens at 11 ms against a decode's 10 (so k = 3
+ * pays alone, as test_adaptive_load checks), forwards of 2 .. 4 tokens seen at 40 ms
+ * (3 of each) leave the sequence plain; 1 and 4 seen as the table has them, it still
+ * speculates. */
+static void test_adaptive_seen(void) {
+    inferd_stats st;
+    static const double dear[] = {10, 40, 40, 40}, cheap[] = {10, 10.5, 10.75, 11};
+    CHECK(adaptive_run_seen(1, 0, 0.3, 2, 24, &st, dear, 4));
+    CHECKF(spec_steps(&st) == 0 && st.spec_draft_forwards == 0, "dear: %llu speculative steps, %llu draft forwards",
+           (unsigned long long)spec_steps(&st), (unsigned long long)st.spec_draft_forwards);
+    CHECK(adaptive_run_seen(1, 0, 0.3, 2, 24, &st, cheap, 4));
+    CHECKF(spec_steps(&st) > 0, "cheap: %llu speculative steps", (unsigned long long)spec_steps(&st));
+}
+
 static void test_vocab_mismatch(void) {
     /* the target as a draft for itself passes; a file with another vocabulary is refused */
     inferd_engine_options o;
@@ -542,4 +564,4 @@ static void test_vocab_mismatch(void) {
 
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
           T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_adaptive_load),
-          T(test_adaptive_forgets), T(test_vocab_mismatch))
+          T(test_adaptive_forgets), T(test_adaptive_seen), T(test_vocab_mismatch))
