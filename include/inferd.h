@@ -294,6 +294,8 @@ typedef struct inferd_stats {
     uint64_t spec_proposed, spec_accepted; /* draft tokens verified / accepted */
     uint64_t spec_emitted;       /* tokens those verifications produced (accepted + 1 each) */
     uint64_t spec_switched_off;  /* times a sequence stopped speculating (low acceptance) */
+    uint64_t spec_remeasured;    /* times a measured sequence left plain forgot its acceptance
+                                    (it is measured again where the load lets it probe) */
     uint64_t spec_draft_forwards; /* draft model forwards (rounds) */
     uint64_t spec_device_rows;   /* verification rows drawn on the device (no logits to the host) */
     uint64_t spec_k_hist[17];    /* k chosen per decoding sequence-step (0..16) */

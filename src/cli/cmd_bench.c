@@ -261,6 +261,7 @@ int cli_bench(int argc, char **argv) {
         printf("%-28s %12.3f\n", "tokens per verification",
                es.spec_verifications ? (double)es.spec_emitted / (double)es.spec_verifications : 0.0);
         printf("%-28s %12llu\n", "speculation switched off", (unsigned long long)es.spec_switched_off);
+        printf("%-28s %12llu\n", "speculation re-measured", (unsigned long long)es.spec_remeasured);
         printf("%-28s ", "k histogram (0..K)");
         for (int k = 0; k <= eo.num_speculative_tokens && k <= 16; k++)
             printf("%s%llu", k ? " " : "", (unsigned long long)es.spec_k_hist[k]);

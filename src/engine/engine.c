@@ -766,6 +766,7 @@ void engine_update_stats(inferd_engine *e) {
     e->stats.spec_accepted = c->spec_accepted;
     e->stats.spec_emitted = c->spec_emitted;
     e->stats.spec_switched_off = c->spec_switched_off;
+    e->stats.spec_remeasured = c->spec_remeasured;
     e->stats.spec_draft_forwards = c->spec_draft_forwards;
     e->stats.spec_device_rows = c->spec_device_rows;
     memcpy(e->stats.spec_k_hist, c->spec_k_hist, sizeof c->spec_k_hist);

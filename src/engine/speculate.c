@@ -552,6 +552,7 @@ int spec_propose(inferd_engine *e) {
             s->spec_idle = 0;
         } else if (++s->spec_idle >= IFD_MAX(s->spec_idle_max, SPEC_IDLE)) {
             s->spec_obs = 0; /* the prior again */
+            sp->cnt.spec_remeasured++;
             s->spec_idle = 0;
             s->spec_idle_max = IFD_MIN(2 * IFD_MAX(s->spec_idle_max, SPEC_IDLE), SPEC_RETRY_MAX);
         }

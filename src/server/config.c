@@ -134,7 +134,7 @@ static const cfg_opt OPTS[] = {
      "choose k in 0..K per sequence and step from its acceptance and the step costs measured at "
      "start (--no-speculative-adaptive: always K)"},
     {"speculative-min-acceptance", NULL, S | G | B, CFG_FLOAT, O(spec_min_acceptance), "0.3", 0, 1, NULL,
-     false, "a sequence whose acceptance falls below this stops speculating for 64 tokens"},
+     false, "a sequence whose acceptance falls below this stops speculating for 128 tokens (doubling each time)"},
     /* ---- quantize ---- */
     {"type", NULL, Q, CFG_ENUM, O(quant_type), NULL, 0, 0, "q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4", false,
      "the weight type of the file written (q8_0 ... q6_k: the ggml types llama.cpp reads; int8 / "

@@ -141,6 +141,9 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
             st->spec_emitted);
     counter(o, "inferd_spec_decode_switched_off_total",
             "Times a sequence stopped speculating for low acceptance.", st->spec_switched_off);
+    counter(o, "inferd_spec_decode_remeasured_total",
+            "Times a sequence the choice had left plain forgot its acceptance, to be measured again.",
+            st->spec_remeasured);
     counter(o, "inferd_spec_decode_draft_forwards_total", "Draft model forwards run.",
             st->spec_draft_forwards);
     counter(o, "inferd_spec_decode_device_rows_total",

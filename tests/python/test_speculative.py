@@ -74,6 +74,7 @@ def test_serve_metrics(shared_models):
         assert 0 < m["inferd_spec_decode_num_accepted_tokens_total"] <= m["inferd_spec_decode_num_draft_tokens_total"]
         assert m["inferd_spec_decode_num_emitted_tokens_total"] == (
             m["inferd_spec_decode_num_accepted_tokens_total"] + m["inferd_spec_decode_num_verifications_total"])
+        assert m["inferd_spec_decode_remeasured_total"] >= 0 and m["inferd_spec_decode_switched_off_total"] >= 0
     finally:
         s.stop()
 
@@ -85,7 +86,7 @@ def test_bench_reports(inferd_bin, shared_models, repo_root):
                         "--num-requests", "4", "--output-len-range", "32"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "acceptance rate" in r.stdout and "k histogram" in r.stdout
+    assert "acceptance rate" in r.stdout and "k histogram" in r.stdout and "re-measured" in r.stdout
     js = json.loads(r.stdout.strip().splitlines()[-1])
     assert js["output_tokens"] == 4 * 32
     assert 0 < js["spec_acceptance"] <= 1 and js["spec_verifications"] > 0

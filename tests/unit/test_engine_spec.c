@@ -524,8 +524,9 @@ static void test_adaptive_forgets(void) {
     CHECK(adaptive_run(1, 5, 0.01, 1, MAX_OUT, &st));
     CHECKF(st.spec_accepted == 0 && st.spec_switched_off == 0, "accepted %llu, switched off %llu",
            (unsigned long long)st.spec_accepted, (unsigned long long)st.spec_switched_off);
-    CHECKF(st.spec_verifications > 6 && st.spec_k_hist[0] >= 16, "%llu verifications, %llu plain steps",
-           (unsigned long long)st.spec_verifications, (unsigned long long)st.spec_k_hist[0]);
+    CHECKF(st.spec_verifications > 6 && st.spec_k_hist[0] >= 16 && st.spec_remeasured >= 1,
+           "%llu verifications, %llu plain steps, %llu re-measured", (unsigned long long)st.spec_verifications,
+           (unsigned long long)st.spec_k_hist[0], (unsigned long long)st.spec_remeasured);
 }
 
 /* The forwards seen while serving overrule the start-up table for their sizes: where the
