@@ -1291,7 +1291,10 @@ GP_FNS(q4_1, GGML_TYPE_Q4_1)
  * 0-1 / 2-3 / 4-5 / 6-7 <- elements 8k+p / 32+8k+p / 8k+4+p / 36+8k+p): 212 bytes a row
  * vs 210. Values unsigned 0..63; the -32 offset per 16 elements rides in the
  * activation's bias (as the unpacked kernel). */
-#define PK_6NT 4
+/* Tokens per tile: 6, as Q4_K (a verification of up to 5 drafts is one pass over the
+ * weights; at 4, T = 5 read them twice). With scale group 4c+0 folded in early, 4 NT
+ * integer sums and NT accumulators live at most; 8 spilled. */
+#define PK_6NT 6
 #define PK_6SB 3392
 
 static size_t pk_gb_q6_K(int64_t K) {
@@ -1356,6 +1359,14 @@ AI void pk_q6k_half(const int NT, const int h, const uint8_t *ch, const uint8_t 
     }
 }
 
+/* acc[j] += float(is[j]) * (d * sc) * d_a[j][b] for one scale group (sc: its 16 rows). */
+AI void pk_q6k_fold(const int NT, __m512 dv, const uint8_t *sc16, const float *const *da, int64_t b,
+                    const __m512i *is, __m512 *acc) {
+    const __m512 sc = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)sc16))));
+    for (int j = 0; j < NT; j++)
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[j]), _mm512_mul_ps(sc, _mm512_set1_ps(da[j][b])), acc[j]);
+}
+
 /* One 16-row group x NT tokens, Q6_K. */
 AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t as, int64_t nsb,
                     float *out, size_t os, int pf) {
@@ -1382,17 +1393,15 @@ AI void pk_q6k_body(const int NT, const uint8_t *grp, const uint8_t *act, size_t
                 i2[j] = _mm512_set1_epi32(ap->bias[8]);
                 i3[j] = _mm512_set1_epi32(ap->bias[12]);
             }
-            pk_q6k_half(NT, 0, ch, act, as, aoff, i0, i2);
-            pk_q6k_half(NT, 1, ch, act, as, aoff, i1, i3);
             const int64_t b0 = 8 * s + 2 * c;
-            const __m512i *iu[4] = {i0, i1, i2, i3};
-            for (int u = 0; u < 4; u++) {
-                const __m512 sc = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                                        _mm_load_si128((const __m128i *)(sb + 64 + 16 * (4 * c + u))))));
-                for (int j = 0; j < NT; j++)
-                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iu[u][j]),
-                                             _mm512_mul_ps(sc, _mm512_set1_ps(da[j][b0 + (u >> 1)])), acc[j]);
-            }
+            /* scale group 4c+0 folds in before the second half fills its sums, so that
+             * no more than 4 NT of them live at once (the order per lane is unchanged) */
+            pk_q6k_half(NT, 0, ch, act, as, aoff, i0, i2);
+            pk_q6k_fold(NT, dv, sb + 64 + 16 * (4 * c), da, b0, i0, acc);
+            pk_q6k_half(NT, 1, ch, act, as, aoff, i1, i3);
+            pk_q6k_fold(NT, dv, sb + 64 + 16 * (4 * c + 1), da, b0, i1, acc);
+            pk_q6k_fold(NT, dv, sb + 64 + 16 * (4 * c + 2), da, b0 + 1, i2, acc);
+            pk_q6k_fold(NT, dv, sb + 64 + 16 * (4 * c + 3), da, b0 + 1, i3, acc);
         }
     }
     for (int j = 0; j < NT; j++) _mm512_storeu_ps(out + (size_t)j * os, acc[j]);
