@@ -266,7 +266,8 @@ void spec_deinit(inferd_engine *e);
 int spec_propose(inferd_engine *e);
 /* After a verification of s that proposed k and accepted a. */
 void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a);
-/* After a forward of n_tokens that took ms: the forward cost's correction factor. */
+/* After a forward of n_tokens (n_logits rows) that took ms: the forward cost's correction
+ * factor, and the average of its size where every token had a row. */
 void spec_observe_step(inferd_engine *e, int32_t n_tokens, int32_t n_logits, double ms);
 /* s is finished: its draft KV goes back. */
 void spec_seq_done(inferd_engine *e, sequence *s);

@@ -68,9 +68,10 @@ static double cost_at(const double *n, const double *ms, int32_t cnt, double t) 
 
 /* A target forward of n tokens, each with its logits row. The start-up table has a few
  * sizes only (its time is capped) and interpolates between them over the steps of the
- * kernels' tile widths: on a 2-core AVX-512 host (1.5B Q4_K_M) it put 4 tokens at 50.4
- * ms between 2 and 5 where they take 47-48, so one draft row at batch 4 looked 8%
- * dearer than a plain step, not 12% (and in real steps, with their contexts, 13-24%).
+ * kernels' tile widths: on a 2-core AVX-512 host (1.5B Q4_K_M, Q6_K in tiles of 4
+ * tokens then) it put 4 tokens at 50.4 ms between 2 and 5 where they take 47-48, so one
+ * draft row at batch 4 looked 8% dearer than a plain step, not 12% (and in real steps,
+ * with their contexts, 13-24%).
  * The forwards of that size seen while serving, where enough were, are the cost; else
  * the table times the correction factor. */
 static double fwd_cost(const spec_state *sp, double n) {
