@@ -532,8 +532,8 @@ static void test_adaptive_forgets(void) {
 /* The forwards seen while serving overrule the start-up table for their sizes: where the
  * table has a verification of 1 + 3 tokens at 11 ms against a decode's 10 (so k = 3
  * pays alone, as test_adaptive_load checks), forwards of 2 .. 4 tokens seen at 40 ms
- * (3 of each) leave the sequence plain; 1 and 4 seen as the table has them, it still
- * speculates. */
+ * (3 of each) leave the sequence plain; sizes 1 .. 4 seen at the table's own values,
+ * it still speculates. */
 static void test_adaptive_seen(void) {
     inferd_stats st;
     static const double dear[] = {10, 40, 40, 40}, cheap[] = {10, 10.5, 10.75, 11};

@@ -1293,7 +1293,7 @@ GP_FNS(q4_1, GGML_TYPE_Q4_1)
  * activation's bias (as the unpacked kernel). */
 /* Tokens per tile: 6, as Q4_K (a verification of up to 5 drafts is one pass over the
  * weights; at 4, T = 5 read them twice). With scale group 4c+0 folded in early, 4 NT
- * integer sums and NT accumulators live at most; 8 spilled. */
+ * integer sums and NT accumulators live at most; 8 was slower (T = 16 and 512). */
 #define PK_6NT 6
 #define PK_6SB 3392
 
