@@ -74,9 +74,8 @@ static double cost_at(const double *n, const double *ms, int32_t cnt, double t) 
  * with their contexts, 13-24%).
  * The forwards of that size seen while serving, where enough were, are the cost; else
  * the table times the correction factor. */
-static double fwd_cost(const spec_state *sp, double n) {
-    const int32_t i = (int32_t)n;
-    if (i >= 1 && i <= SPEC_OBS_N && (double)i == n && sp->obs_cnt[i] >= SPEC_OBS_MIN) return sp->obs_ms[i];
+static double fwd_cost(const spec_state *sp, int32_t n) {
+    if (n >= 1 && n <= SPEC_OBS_N && sp->obs_cnt[n] >= SPEC_OBS_MIN) return sp->obs_ms[n];
     return sp->f_fwd * cost_at(sp->cost_n, sp->cost_ms, sp->n_cost, n);
 }
 
@@ -301,7 +300,8 @@ static double draft_ms(const spec_state *sp, int32_t n) {
  * tokens left (the expected tokens times catchup[]: near the end of an answer a catch-up
  * never pays). */
 static double rate(const spec_state *sp, int32_t n) {
-    double tokens = sp->n_plain, fed = sp->n_plain, catchup = 0;
+    double tokens = sp->n_plain, catchup = 0;
+    int32_t fed = sp->n_plain;
     for (int32_t i = 0; i < n; i++) {
         const double a = alpha_of(sp, seq_of(sp->cand[i]));
         double g = 1, ex = 1;
