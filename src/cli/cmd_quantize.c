@@ -179,7 +179,8 @@ int cli_quantize(int argc, char **argv) {
     size_t before[GGML_TYPE_COUNT_], after[GGML_TYPE_COUNT_];
     model_weight_bytes_by_type(m, before);
     const model_quant_opts qo = {.bits = qt->bits, .group_size = group, .lm_head = c.quantize_lm_head,
-                                 .keep = keep, .n_threads = (int)c.threads};
+                                 .keep = keep, .n_threads = (int)c.threads,
+                                 .requantize = c.allow_requantize};
     const ggml_type to = qt->bits ? quant_int_type(qt->bits, group) : qt->t;
     if (c.quant_report) {
         const quant_report_opts ro = {.model_path = in, .calibration = c.calibration, .bits = qt->bits,

@@ -2,7 +2,7 @@
  * loaded model converted in memory, row by row, on a thread pool.
  *
  * Each work unit is a range of rows of one matrix; a row is dequantized to f32 (F16 /
- * BF16; F32 rows are read as they are) and quantized into its place in one buffer
+ * BF16, or another quantized type with requantize; F32 rows are read as they are) and quantized into its place in one buffer
  * holding every converted matrix, so the bytes depend only on the weights, never on
  * the thread count. What it does not: choose per-tensor types (one type for the whole
  * selection), or touch embeddings and norms. Loading thread only. */
@@ -79,7 +79,15 @@ void model_weight_bytes_str(const size_t *before, const size_t *after, char *buf
     if (differ) {
         bool done[GGML_TYPE_COUNT_] = {false};
         const int main_t = next_biggest(before, done);
-        PUT("%.2f MiB %s -> ", mib(tb), main_t >= 0 ? tname(main_t) : "?");
+        if (next_biggest(before, done) < 0) { /* one type (an F32 / F16 / BF16 file) */
+            PUT("%.2f MiB %s -> ", mib(tb), main_t >= 0 ? tname(main_t) : "?");
+        } else { /* a mixed file (requantized): every type, as after */
+            PUT("%.2f MiB (", mib(tb));
+            memset(done, 0, sizeof done);
+            for (int t, i = 0; (t = next_biggest(before, done)) >= 0; i++)
+                PUT("%s%s %.2f MiB", i ? ", " : "", tname(t), mib(before[t]));
+            PUT(") -> ");
+        }
     }
     PUT("%.2f MiB (", mib(ta));
     bool done[GGML_TYPE_COUNT_] = {false};
@@ -333,7 +341,10 @@ static int convert(model *m, const model_quant_opts *o, ggml_type to, int bits, 
         const bool kept = lay[i] != UINT32_MAX && o->keep && o->keep[lay[i]];
         bool cv = false;
         if (linear && !kept) {
-            cv = is_float_type(w->type) && w->n_cols % qt->block_size == 0;
+            const quant_traits *st = quant_traits_of(w->type);
+            const bool src_ok = is_float_type(w->type) ||
+                                (o->requantize && w->type != to && st && st->dequantize_row);
+            cv = src_ok && w->n_cols % qt->block_size == 0;
             if (!cv) n_skip++;
         }
         /* an in-memory model's matrices are all copied out, so its buffer can go */

@@ -27,12 +27,14 @@ typedef struct model_quant_opts {
     bool lm_head;          /* output.weight too (never a tied token_embd) */
     const bool *keep;      /* NULL or [n_layers]: layer left as it is */
     int n_threads;         /* 0: all cores */
+    bool requantize;       /* quantized matrices of another type too (dequantized first) */
 } model_quant_opts;
 
 /* Convert every F32/F16/BF16 linear weight (q k v o gate up down; output when lm_head)
  * of m to quant_int_type(bits, group_size) in memory the model owns (freed by
  * model_destroy); wmat views rewritten. A matrix whose K is not a multiple of the
- * group, or of another type, stays as it is (counted in m->n_quant_skipped, reported
+ * group, or of another type (a quantized one unless o->requantize; one already of the
+ * target type always), stays as it is (counted in m->n_quant_skipped, reported
  * by the caller). bits 0 does nothing. IFD_ERR_INVALID for bits other than 0, 4, 8, a
  * group size other than 32, 64, 128, or a model already quantized. */
 int model_quantize(model *m, const model_quant_opts *o, char *err, size_t err_bytes);

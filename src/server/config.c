@@ -106,6 +106,9 @@ static const cfg_opt OPTS[] = {
      false, "weights per quantization group (32: the Q8_0 / Q4_1 blocks)"},
     {"quantize-lm-head", NULL, E | Q, CFG_BOOL, O(quantize_lm_head), "false", 0, 0, NULL, false,
      "quantize output.weight too (never a tied token embedding)"},
+    {"allow-requantize", NULL, Q, CFG_BOOL, O(allow_requantize), "false", 0, 0, NULL, false,
+     "also convert linear weights that are already quantized (dequantized, then quantized "
+     "again: the errors add up; a smaller, faster draft model from a quantized file)"},
     {"quantize-keep-layers", NULL, E | Q, CFG_STR, O(quantize_keep_layers), NULL, 0, 0, NULL, false,
      "layers left in full precision, e.g. 0,1,21 or 0-3,21"},
     {"calibration", NULL, E | Q, CFG_STR, O(calibration), NULL, 0, 0, NULL, false,
@@ -334,7 +337,9 @@ static const cfg_cmd_spec CMDS[] = {
      "output.weight with --quantize-lm-head) quantized to TYPE: every metadata key, the\n"
      "tokenizer and the chat template copied, tensors in IN's order. int8 / int4 files\n"
      "declare inferd's layouts (inferd.quantization.*) and load only in inferd; they give\n"
-     "the same logits as --quantize on load.",
+     "the same logits as --quantize on load. With --allow-requantize, linear weights of\n"
+     "other quantized types are converted too (e.g. a Q4_0 copy of a Q5_0 draft model:\n"
+     "smaller and faster, at some accuracy).",
      {NULL}},
 };
 

@@ -130,6 +130,7 @@ typedef struct server_config {
     int64_t quantize;            /* none|int8|int4 (config_engine_options maps it) */
     int64_t quantize_group_size; /* 32|64|128: an index into those */
     bool quantize_lm_head;
+    bool allow_requantize; /* quantize: convert quantized weights too */
     char *quantize_keep_layers;  /* "0,1,21" / "0-3,21" (checked against the model at load) */
     char *calibration;           /* AWQ calibration text */
     char *draft_model;           /* speculative decoding: the draft model */

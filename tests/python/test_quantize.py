@@ -481,3 +481,61 @@ def test_nan_and_huge_weights(inferd_bin, tmp_path):
         assert len(got) == len(tensors)
         p = run(inferd_bin, "generate", "-m", out, "-p", "ROMEO:", "-n", 4, "--temp", 0, "--ids")
         assert p.returncode == 0, (ty, p.stderr[-2000:])
+
+
+def test_requantize(inferd_bin, tmp_path):
+    """--allow-requantize (a smaller draft model from a quantized file): without it the
+    Q8_0 matrices stay as they are; with it every linear matrix becomes Q4_0 (the lm head
+    too with --quantize-lm-head, never the token embedding), matrices already of the type
+    keep their bytes, the bytes do not depend on the thread count, and the perplexity
+    stays within Q4_0's +2% of the source's."""
+    src = SHARED_MODELS / "shakespeare-target-Q8_0.gguf"
+    if not src.is_file():
+        skip_unless_ci(f"{src} not found (the shared test models)")
+    _, st = read_gguf(src)
+    by = {t["name"]: t for t in st}
+    lin = [n for n in by if n.startswith("blk.") and n.rsplit(".", 2)[-2] in LINEAR]
+    assert len(lin) == 28 and all(TYPE_IDS[by[n]["type"]] == "Q8_0" for n in lin)
+
+    plain = tmp_path / "plain.gguf"
+    p = run(inferd_bin, "quantize", src, plain, "--type", "q4_0")
+    assert p.returncode == 0 and "0 matrices to Q4_0" in p.stderr and "28 left as they are" in p.stderr, p.stderr
+    _, pt = read_gguf(plain)
+    assert [(t["name"], t["type"], t["bytes"]) for t in pt] == [(t["name"], t["type"], t["bytes"]) for t in st]
+
+    outs = {}
+    for threads in (1, 2):
+        out = tmp_path / f"rq{threads}.gguf"
+        p = run(inferd_bin, "quantize", src, out, "--type", "q4_0", "--allow-requantize",
+                "--quantize-lm-head", "-t", threads)
+        assert p.returncode == 0, p.stderr
+        assert "29 matrices to Q4_0" in p.stderr and "0 left as they are" in p.stderr, p.stderr
+        assert "MiB Q8_0 -> " in p.stderr  # the source's type
+        outs[threads] = out
+    kvs, rt = read_gguf(outs[1])
+    assert kvs["general.file_type"][1] == 2  # MOSTLY_Q4_0
+    for t in rt:
+        n = t["name"]
+        want = "Q4_0" if n in lin or n == "output.weight" else TYPE_IDS[by[n]["type"]]
+        assert TYPE_IDS[t["type"]] == want, n
+        assert len(t["bytes"]) >= tensor_bytes(t, want)
+        if want != "Q4_0":
+            assert t["bytes"] == by[n]["bytes"], n
+    assert outs[1].read_bytes() == outs[2].read_bytes()
+
+    # same-type matrices are left alone: Q8_0 to q8_0 converts nothing
+    same = tmp_path / "same.gguf"
+    p = run(inferd_bin, "quantize", src, same, "--type", "q8_0", "--allow-requantize")
+    assert p.returncode == 0 and "0 matrices to Q8_0" in p.stderr and "28 left as they are" in p.stderr, p.stderr
+
+    ppl_src, ppl_rq = perplexity_of(inferd_bin, src), perplexity_of(inferd_bin, outs[1])
+    print(f"requantized Q8_0 -> Q4_0: ppl {ppl_rq:.4f} (source {ppl_src:.4f})")
+    assert ppl_rq != ppl_src and ppl_rq <= ppl_src * 1.02
+
+    # a mixed source (llama.cpp's Q4_K_M: Q4_K, Q6_K): the log lists each source type
+    km = SHARED_MODELS / "shakespeare-target-Q4_K_M.gguf"
+    if not km.is_file():
+        skip_unless_ci(f"{km} not found (the shared test models)")
+    p = run(inferd_bin, "quantize", km, tmp_path / "km.gguf", "--type", "q4_0", "--allow-requantize")
+    assert p.returncode == 0 and "28 matrices to Q4_0" in p.stderr, p.stderr
+    assert re.search(r"MiB \((Q4_K|Q6_K) [0-9.]+ MiB, (Q4_K|Q6_K) [0-9.]+ MiB.*\) -> ", p.stderr), p.stderr
