@@ -297,6 +297,8 @@ typedef struct inferd_stats {
     uint64_t spec_remeasured;    /* times a measured sequence left plain forgot its acceptance
                                     (it is measured again where the load lets it probe) */
     uint64_t spec_draft_forwards; /* draft model forwards (rounds) */
+    uint64_t spec_ngram_proposed, spec_ngram_accepted; /* the n-gram proposer's share of
+                                  * spec_proposed / spec_accepted (the rest: the draft model's) */
     uint64_t spec_device_rows;   /* verification rows drawn on the device (no logits to the host) */
     uint64_t spec_k_hist[17];    /* k chosen per decoding sequence-step (0..16) */
 } inferd_stats;

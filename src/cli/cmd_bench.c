@@ -260,6 +260,9 @@ int cli_bench(int argc, char **argv) {
         printf("%-28s %12.3f\n", "mean accepted length", mal);
         printf("%-28s %12.3f\n", "tokens per verification",
                es.spec_verifications ? (double)es.spec_emitted / (double)es.spec_verifications : 0.0);
+        if (eo.draft_model_path && eo.speculative_ngram)
+            printf("%-28s %5llu / %llu\n", "n-gram verified / accepted", (unsigned long long)es.spec_ngram_proposed,
+                   (unsigned long long)es.spec_ngram_accepted);
         printf("%-28s %12llu\n", "speculation switched off", (unsigned long long)es.spec_switched_off);
         printf("%-28s %12llu\n", "speculation re-measured", (unsigned long long)es.spec_remeasured);
         printf("%-28s ", "k histogram (0..K)");

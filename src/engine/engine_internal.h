@@ -53,12 +53,14 @@ typedef struct sequence {
     const char *stop_reason;
     /* speculative decoding (speculate.c) */
     draft_seq dseq;       /* its state in the draft model's KV */
-    float spec_alpha;     /* moving average of the per-token acceptance */
-    int32_t spec_obs;     /* draft tokens observed since the last reset */
-    int32_t spec_retry_at; /* switched off: n_generated at which it tries again (0: on) */
-    int32_t spec_backoff; /* tokens of its last switch-off (doubles each time) */
-    int32_t spec_idle;    /* measured, left plain by the choice: steps in a row */
-    int32_t spec_idle_max; /* steps after which it forgets its acceptance (doubles) */
+    /* per proposer, [0] the n-gram lookup and [1] the draft model (one's tokens say
+     * nothing of the other's: n-gram misses on code must not switch the draft off) */
+    float spec_alpha[2];      /* moving average of the per-token acceptance */
+    int32_t spec_obs[2];      /* draft tokens observed since the last reset */
+    int32_t spec_retry_at[2]; /* switched off: n_generated at which it tries again (0: on) */
+    int32_t spec_backoff[2];  /* tokens of its last switch-off (doubles each time) */
+    int32_t spec_idle[2];     /* measured, left plain by the choice: steps in a row */
+    int32_t spec_idle_max[2]; /* steps after which it forgets its acceptance (doubles) */
     int32_t spec_src;     /* this step's drafts came from: 1 n-gram, 2 the draft model */
     int32_t spec_proposed, spec_accepted; /* its drafts verified / accepted (output events) */
     gram_state gstate;    /* constrained decoding: the grammar's state after its output */

@@ -269,11 +269,14 @@ void spec_seq_done(inferd_engine *e, sequence *s) {
 
 /* ---- choosing k ------------------------------------------------------------------------ */
 
-/* sp->optimistic (the gate): an acceptance not yet measured counts as SPEC_GATE_ALPHA */
-static float alpha_of(const spec_state *sp, const sequence *s) {
-    if (s->spec_obs >= SPEC_MIN_OBS) return s->spec_alpha;
+/* The acceptance of proposer src (1 n-gram, 2 the draft model; 0: none) for s.
+ * sp->optimistic (the gate): an acceptance not yet measured counts as SPEC_GATE_ALPHA. */
+static float alpha_of(const spec_state *sp, const sequence *s, int32_t src) {
+    if (src < 1 || src > 2) return 0.0f;
+    const int p = src - 1;
+    if (s->spec_obs[p] >= SPEC_MIN_OBS) return s->spec_alpha[p];
     if (sp->optimistic) return SPEC_GATE_ALPHA;
-    return s->spec_obs > 0 ? s->spec_alpha : SPEC_PRIOR;
+    return s->spec_obs[p] > 0 ? s->spec_alpha[p] : SPEC_PRIOR;
 }
 
 /* The draft rounds' ms for k[]: the first feeds need[] tokens per sequence, the others
@@ -303,7 +306,7 @@ static double rate(const spec_state *sp, int32_t n) {
     double tokens = sp->n_plain, catchup = 0;
     int32_t fed = sp->n_plain;
     for (int32_t i = 0; i < n; i++) {
-        const double a = alpha_of(sp, seq_of(sp->cand[i]));
+        const double a = alpha_of(sp, seq_of(sp->cand[i]), sp->src[i]);
         double g = 1, ex = 1;
         for (int32_t j = 0; j < sp->k[i]; j++) ex += (g *= a);
         tokens += ex;
@@ -348,7 +351,7 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
         /* exploration: a sequence with fewer than SPEC_MIN_OBS observations gets at
          * least SPEC_PROBE drafts, or its acceptance would never be measured */
         for (int32_t i = 0; i < n; i++)
-            if (sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs < SPEC_MIN_OBS)
+            if (sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs[sp->src[i] - 1] < SPEC_MIN_OBS)
                 sp->k[i] = IFD_MAX(sp->k[i], IFD_MIN(sp->cap[i], SPEC_PROBE));
         best = rate(sp, n);
     }
@@ -357,7 +360,7 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
         double bg = -1;
         for (int32_t i = 0; i < n; i++) {
             if (sp->src[i] != 1 || sp->k[i] >= sp->cap[i]) continue;
-            const double g = pow(alpha_of(sp, seq_of(sp->cand[i])), sp->k[i] + 1);
+            const double g = pow(alpha_of(sp, seq_of(sp->cand[i]), 1), sp->k[i] + 1);
             if (g > bg) {
                 bg = g;
                 bi = i;
@@ -403,6 +406,28 @@ static void choose_k(spec_state *sp, int32_t n, int32_t n_plain) {
 }
 
 /* ---- proposing ------------------------------------------------------------------------- */
+
+/* The proposer of a sequence that has both this step (an n-gram continuation of m tokens,
+ * the draft model up to cap): the one whose best k promises more tokens per ms, each
+ * priced as if this sequence alone speculated beside n_other plain decodes, the draft's
+ * rounds and catch-up included. A proposer not yet measured counts at SPEC_PRIOR; a tie
+ * goes to the n-gram, which costs no forward. */
+static int32_t pick_source(const spec_state *sp, const sequence *s, int32_t m, int32_t cap,
+                           int32_t n_other, int32_t need, double catchup) {
+    double best[2] = {0, 0};
+    for (int p = 0; p < 2; p++) {
+        const double a = alpha_of(sp, s, p + 1);
+        double g = 1, ex = 1, dms = 0;
+        for (int32_t k = 1; k <= (p ? cap : m); k++) {
+            ex += (g *= a);
+            if (p) dms += cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, k == 1 ? need : 1);
+            const double ms = fwd_cost(sp, n_other + 1 + k) + (p ? sp->f_draft * (dms + catchup * ex) : 0);
+            const double r = ms > 0 ? (n_other + ex) / ms : n_other + ex;
+            if (r > best[p]) best[p] = r;
+        }
+    }
+    return best[1] > best[0] ? 2 : 1;
+}
 
 /* The draft's token from its logits row: the request's greedy pick (penalties, bias, bans). */
 static int32_t draft_pick(inferd_engine *e, sequence *s, const float *row) {
@@ -502,40 +527,40 @@ int spec_propose(inferd_engine *e) {
     spec_state *sp = &e->spec;
     if (!sp->on) return IFD_OK;
     int32_t n = 0;
+    const int32_t n_other = IFD_MAX(0, IFD_MIN(e->sch.running.n + e->sch.waiting.n, e->opt.max_num_seqs) - 1);
     for (sched_seq *q = e->sch.running.head; q && n < e->opt.max_num_seqs; q = q->next) {
         if (q->n_spec || q->n_tokens - q->n_computed != 1) continue;
         sequence *s = seq_of(q);
         int32_t cap = IFD_MIN(sp->K, s->max_tokens - s->n_generated - 1);
-        cap = IFD_MIN(cap, e->max_model_len - q->n_tokens - 1);
-        if (s->spec_retry_at > 0) {
-            if (s->n_generated >= s->spec_retry_at) {
-                s->spec_retry_at = 0;
-                s->spec_obs = 0;
-            } else {
-                cap = 0;
+        cap = IFD_MAX(IFD_MIN(cap, e->max_model_len - q->n_tokens - 1), 0);
+        int32_t c[2] = {sp->ngram ? cap : 0, sp->d ? cap : 0}; /* per proposer */
+        for (int p = 0; p < 2; p++)
+            if (s->spec_retry_at[p] > 0) {
+                if (s->n_generated >= s->spec_retry_at[p]) {
+                    s->spec_retry_at[p] = 0;
+                    s->spec_obs[p] = 0;
+                } else {
+                    c[p] = 0;
+                }
             }
-        }
-        cap = IFD_MAX(cap, 0);
-        int32_t src = 0;
-        if (cap > 0 && sp->ngram) {
-            const int32_t m = spec_ngram_propose(q->tokens, q->n_tokens, sp->ngram_min, sp->ngram_max,
-                                                 cap, sp->ngram_buf + (size_t)n * sp->K);
-            if (m > 0) {
-                src = 1;
-                cap = m;
-            }
-        }
-        if (cap > 0 && !src && sp->d) src = 2;
-        if (!src) cap = 0;
+        if (c[0] > 0)
+            c[0] = spec_ngram_propose(q->tokens, q->n_tokens, sp->ngram_min, sp->ngram_max, c[0],
+                                      sp->ngram_buf + (size_t)n * sp->K);
         /* the draft's first round feeds what it has not seen: in steady state the last
          * accepted draft and the bonus token; a longer catch-up (the prompt) is a
          * one-time cost, spread over the tokens left by rate() */
         const draft_seq *ds = &s->dseq;
         const int32_t lag = q->n_tokens - (ds->ready ? ds->n_verified : 0);
         sp->need[n] = IFD_MIN(2, IFD_MAX(1, lag));
-        sp->catchup[n] = src == 2 && lag > 2 ? cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, lag) /
-                                                   IFD_MAX(1, s->max_tokens - s->n_generated)
-                                             : 0;
+        const double catchup = lag > 2 ? cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, lag) /
+                                             IFD_MAX(1, s->max_tokens - s->n_generated)
+                                       : 0;
+        const int32_t src = c[0] > 0 && c[1] > 0 ? pick_source(sp, s, c[0], c[1], n_other, sp->need[n], catchup)
+                            : c[0] > 0           ? 1
+                            : c[1] > 0           ? 2
+                                                 : 0;
+        cap = src ? c[src - 1] : 0;
+        sp->catchup[n] = src == 2 ? catchup : 0;
         sp->cand[n] = q;
         sp->cap[n] = cap;
         sp->src[n] = src;
@@ -549,13 +574,18 @@ int spec_propose(inferd_engine *e) {
          * answer's first tokens are often the hardest), and nothing else would ever
          * measure it again */
         sequence *s = seq_of(sp->cand[i]);
-        if (sp->k[i] > 0 || sp->cap[i] == 0 || s->spec_obs < SPEC_MIN_OBS) {
-            s->spec_idle = 0;
-        } else if (++s->spec_idle >= IFD_MAX(s->spec_idle_max, SPEC_IDLE)) {
-            s->spec_obs = 0; /* the prior again */
+        if (sp->src[i] == 0) { /* nothing to propose: not a choice left plain */
+            s->spec_idle[0] = s->spec_idle[1] = 0;
+            continue;
+        }
+        const int p = sp->src[i] - 1;
+        if (sp->k[i] > 0 || sp->cap[i] == 0 || s->spec_obs[p] < SPEC_MIN_OBS) {
+            s->spec_idle[p] = 0;
+        } else if (++s->spec_idle[p] >= IFD_MAX(s->spec_idle_max[p], SPEC_IDLE)) {
+            s->spec_obs[p] = 0; /* the prior again */
             sp->cnt.spec_remeasured++;
-            s->spec_idle = 0;
-            s->spec_idle_max = IFD_MIN(2 * IFD_MAX(s->spec_idle_max, SPEC_IDLE), SPEC_RETRY_MAX);
+            s->spec_idle[p] = 0;
+            s->spec_idle_max[p] = IFD_MIN(2 * IFD_MAX(s->spec_idle_max[p], SPEC_IDLE), SPEC_RETRY_MAX);
         }
     }
     if (sp->d) {
@@ -609,14 +639,19 @@ void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {
     sp->cnt.spec_emitted += (uint64_t)a + 1;
     s->spec_proposed += k;
     s->spec_accepted += a;
-    float al = alpha_of(sp, s);
+    const int p = s->spec_src == 1 ? 0 : 1; /* the proposer of these drafts */
+    if (p == 0) {
+        sp->cnt.spec_ngram_proposed += (uint64_t)k;
+        sp->cnt.spec_ngram_accepted += (uint64_t)a;
+    }
+    float al = alpha_of(sp, s, p + 1);
     for (int32_t j = 0; j < a; j++) al += SPEC_EMA * (1.0f - al);
     if (a < k) al *= 1.0f - SPEC_EMA;
-    s->spec_alpha = al;
-    s->spec_obs += a + (a < k);
-    if (sp->adaptive && s->spec_obs >= SPEC_MIN_OBS && al < sp->min_acceptance) {
-        s->spec_backoff = s->spec_backoff ? IFD_MIN(2 * s->spec_backoff, SPEC_RETRY_MAX) : SPEC_RETRY;
-        s->spec_retry_at = s->n_generated + a + 1 + s->spec_backoff;
+    s->spec_alpha[p] = al;
+    s->spec_obs[p] += a + (a < k);
+    if (sp->adaptive && s->spec_obs[p] >= SPEC_MIN_OBS && al < sp->min_acceptance) {
+        s->spec_backoff[p] = s->spec_backoff[p] ? IFD_MIN(2 * s->spec_backoff[p], SPEC_RETRY_MAX) : SPEC_RETRY;
+        s->spec_retry_at[p] = s->n_generated + a + 1 + s->spec_backoff[p];
         sp->cnt.spec_switched_off++;
     }
     if (sp->d && s->spec_src == 2) {

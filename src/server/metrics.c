@@ -146,6 +146,11 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
             st->spec_remeasured);
     counter(o, "inferd_spec_decode_draft_forwards_total", "Draft model forwards run.",
             st->spec_draft_forwards);
+    counter(o, "inferd_spec_decode_ngram_draft_tokens_total",
+            "Draft tokens verified that the n-gram proposer made (the rest: the draft model's).",
+            st->spec_ngram_proposed);
+    counter(o, "inferd_spec_decode_ngram_accepted_tokens_total",
+            "Accepted draft tokens that the n-gram proposer made.", st->spec_ngram_accepted);
     counter(o, "inferd_spec_decode_device_rows_total",
             "Verification rows drawn on the device (their logits never reach the host).", st->spec_device_rows);
     gauge(o, "inferd_spec_decode_acceptance_ratio", "Accepted over verified draft tokens.",

@@ -448,9 +448,12 @@ static const double CN[] = {1, 2, 4, 8}, CMS[] = {10, 10.5, 11, 40};
 static const double DN[] = {1, 2, 4, 8, 64}, DMS[] = {2.5, 3, 3.5, 4, 40};
 
 /* n_req requests of 40 random tokens, n_out out, greedy; chunked prefill of 32 tokens. */
+static bool g_both;           /* the n-gram proposer beside the draft model in the next adaptive run */
+static const char *g_draft;   /* its draft model (NULL: DRAFT) */
+
 static bool adaptive_run_seen(int32_t max_seqs, int32_t dvocab, double min_acc, int n_req, int32_t n_out,
                               inferd_stats *st, const double *seen_ms, int32_t n_seen) {
-    const spec_cfg c = {DRAFT, false, 3, true};
+    const spec_cfg c = {g_draft ? g_draft : DRAFT, g_both, 3, true};
     inferd_engine_options o;
     g_dvocab = dvocab;
     opts(&o, &c);
@@ -544,6 +547,31 @@ static void test_adaptive_seen(void) {
     CHECKF(spec_steps(&st) > 0, "cheap: %llu speculative steps", (unsigned long long)spec_steps(&st));
 }
 
+/* Both proposers: each has its own acceptance per sequence. The target drafting for
+ * itself (every guess right) beside the n-gram lookup on random prompts (most guesses
+ * wrong): with one acceptance shared, the n-gram's misses switched the draft off too (a
+ * real run on code: 0.44 acceptance with both, 0.82 with the draft alone). Here the
+ * draft model's share keeps at least 3/4 of the accepted tokens it has alone, and the
+ * n-gram's own acceptance is the lower. */
+static void test_adaptive_sources(void) {
+    inferd_stats st0, st;
+    g_draft = TARGET;
+    CHECK(adaptive_run(1, 0, 0.3, 4, MAX_OUT, &st0));
+    g_both = true;
+    CHECK(adaptive_run(1, 0, 0.3, 4, MAX_OUT, &st));
+    g_both = false;
+    g_draft = NULL;
+    const unsigned long long dp = st.spec_proposed - st.spec_ngram_proposed,
+                             da = st.spec_accepted - st.spec_ngram_accepted;
+    fprintf(stderr, "  draft alone: %llu / %llu accepted; both: draft %llu / %llu, n-gram %llu / %llu\n",
+            (unsigned long long)st0.spec_accepted, (unsigned long long)st0.spec_proposed, da, dp,
+            (unsigned long long)st.spec_ngram_accepted, (unsigned long long)st.spec_ngram_proposed);
+    CHECK(st0.spec_ngram_proposed == 0 && st.spec_ngram_proposed > 0);
+    CHECKF(4 * da >= 3 * st0.spec_accepted, "draft accepted %llu with the n-gram, %llu alone", da,
+           (unsigned long long)st0.spec_accepted);
+    CHECK(st.spec_ngram_accepted * dp < da * st.spec_ngram_proposed);
+}
+
 static void test_vocab_mismatch(void) {
     /* the target as a draft for itself passes; a file with another vocabulary is refused */
     inferd_engine_options o;
@@ -565,4 +593,5 @@ static void test_vocab_mismatch(void) {
 
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
           T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_adaptive_load),
-          T(test_adaptive_forgets), T(test_adaptive_seen), T(test_vocab_mismatch))
+          T(test_adaptive_forgets), T(test_adaptive_seen), T(test_adaptive_sources),
+          T(test_vocab_mismatch))
