@@ -1,5 +1,6 @@
 /* speculate.c — speculative decoding in the engine (issue 11): before each step, the
- * running decodes get draft tokens (n-gram lookup, then the draft model for the rest),
+ * running decodes get draft tokens (n-gram lookup or the draft model; with both, per
+ * sequence and step the one that promises more tokens per ms by its own acceptance),
  * appended to their tokens as sched_seq.n_spec; the scheduler plans each as one
  * verification entry (1 + k tokens and rows in the flat batch with the plain decodes
  * and prefill chunks); engine.c's postprocess verifies (spec_verify there) and calls
@@ -14,7 +15,7 @@
  * on rejection a draw from normalize(max(0, p - q)) = p without x. So the output is
  * plain decoding's, token for token, greedy or seeded, whatever runs beside it.
  *
- * Adaptive k: per sequence a moving average a of the per-token acceptance; the
+ * Adaptive k: per sequence and proposer a moving average a of the per-token acceptance; the
  * expected tokens of a verification with k drafts are 1 + a + ... + a^k. The costs of
  * a target forward of n tokens and of a draft round are measured at start (spec_init,
  * timed forwards on this backend; the target's sizes seen while serving then replace

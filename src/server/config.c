@@ -128,7 +128,8 @@ static const cfg_opt OPTS[] = {
      "only: a faster draft, at some acceptance; 0: all)"},
     {"speculative-ngram", NULL, S | G | B, CFG_BOOL, O(speculative_ngram), "false", 0, 0, NULL, false,
      "n-gram (prompt lookup) proposals: the continuation of the last n tokens' most recent earlier "
-     "occurrence in the prompt and output; alone, or tried before the draft model"},
+     "occurrence in the prompt and output; alone, or beside the draft model (per sequence and "
+     "step, the proposer whose own acceptance promises more)"},
     {"ngram-min", NULL, S | G | B, CFG_INT, O(ngram_min), "1", 1, 64, NULL, false,
      "shortest n-gram pattern tried"},
     {"ngram-max", NULL, S | G | B, CFG_INT, O(ngram_max), "4", 1, 64, NULL, false,

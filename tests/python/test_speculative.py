@@ -75,6 +75,9 @@ def test_serve_metrics(shared_models):
         assert m["inferd_spec_decode_num_emitted_tokens_total"] == (
             m["inferd_spec_decode_num_accepted_tokens_total"] + m["inferd_spec_decode_num_verifications_total"])
         assert m["inferd_spec_decode_remeasured_total"] >= 0 and m["inferd_spec_decode_switched_off_total"] >= 0
+        # the draft model alone: the n-gram proposer's share is nothing
+        assert m["inferd_spec_decode_ngram_draft_tokens_total"] == 0
+        assert m["inferd_spec_decode_ngram_accepted_tokens_total"] == 0
     finally:
         s.stop()
 
@@ -90,3 +93,14 @@ def test_bench_reports(inferd_bin, shared_models, repo_root):
     js = json.loads(r.stdout.strip().splitlines()[-1])
     assert js["output_tokens"] == 4 * 32
     assert 0 < js["spec_acceptance"] <= 1 and js["spec_verifications"] > 0
+    # both proposers: the n-gram's share of the verified and accepted drafts, within the totals
+    r = subprocess.run([str(inferd_bin), "bench", "-m", str(shared_models / "shakespeare-target.gguf"),
+                        "--draft-model", str(shared_models / "shakespeare-draft.gguf"), "--speculative-ngram",
+                        "--prompt-file", str(repo_root / "bench" / "prompts" / "repeat.txt"),
+                        "--num-requests", "4", "--output-len-range", "32"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = {l[:28].strip(): l[28:].split() for l in r.stdout.splitlines() if len(l) > 28}
+    ng_v, ng_a = int(rows["n-gram verified / accepted"][0]), int(rows["n-gram verified / accepted"][2])
+    assert 0 < ng_v <= int(rows["draft tokens verified"][0]), r.stdout
+    assert 0 <= ng_a <= min(ng_v, int(rows["draft tokens accepted"][0])), r.stdout
