@@ -83,23 +83,22 @@ def test_serve_metrics(shared_models):
 
 
 def test_bench_reports(inferd_bin, shared_models, repo_root):
-    r = subprocess.run([str(inferd_bin), "bench", "-m", str(shared_models / "shakespeare-target.gguf"),
-                        "--draft-model", str(shared_models / "shakespeare-draft.gguf"), "--no-speculative-adaptive",
-                        "--prompt-file", str(repo_root / "bench" / "prompts" / "shakespeare-prose.txt"),
-                        "--num-requests", "4", "--output-len-range", "32"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    def bench(prompts, *opts):
+        r = subprocess.run([str(inferd_bin), "bench", "-m", str(shared_models / "shakespeare-target.gguf"),
+                            "--draft-model", str(shared_models / "shakespeare-draft.gguf"), *opts,
+                            "--prompt-file", str(repo_root / "bench" / "prompts" / prompts),
+                            "--num-requests", "4", "--output-len-range", "32"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r
+
+    r = bench("shakespeare-prose.txt", "--no-speculative-adaptive")
     assert "acceptance rate" in r.stdout and "k histogram" in r.stdout and "re-measured" in r.stdout
     js = json.loads(r.stdout.strip().splitlines()[-1])
     assert js["output_tokens"] == 4 * 32
     assert 0 < js["spec_acceptance"] <= 1 and js["spec_verifications"] > 0
     # both proposers: the n-gram's share of the verified and accepted drafts, within the totals
-    r = subprocess.run([str(inferd_bin), "bench", "-m", str(shared_models / "shakespeare-target.gguf"),
-                        "--draft-model", str(shared_models / "shakespeare-draft.gguf"), "--speculative-ngram",
-                        "--prompt-file", str(repo_root / "bench" / "prompts" / "repeat.txt"),
-                        "--num-requests", "4", "--output-len-range", "32"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    r = bench("repeat.txt", "--speculative-ngram")
     rows = {l[:28].strip(): l[28:].split() for l in r.stdout.splitlines() if len(l) > 28}
     ng_v, ng_a = int(rows["n-gram verified / accepted"][0]), int(rows["n-gram verified / accepted"][2])
     assert 0 < ng_v <= int(rows["draft tokens verified"][0]), r.stdout
