@@ -4,8 +4,9 @@
  * Each work unit is a range of rows of one matrix; a row is dequantized to f32 (F16 /
  * BF16, or another quantized type with requantize; F32 rows are read as they are) and
  * quantized into its place in one buffer holding every converted matrix, so the bytes
- * depend only on the weights, never on the thread count. What it does not: choose per-tensor types (one type for the whole
- * selection), or touch embeddings and norms. Loading thread only. */
+ * depend only on the weights, never on the thread count. What it does not: choose
+ * per-tensor types (one type for the whole selection), or touch embeddings and norms.
+ * Loading thread only. */
 #include "model_quant.h"
 
 #include <math.h>
