@@ -298,6 +298,21 @@ static double draft_ms(const spec_state *sp, int32_t n) {
     return ms;
 }
 
+/* 1 + a + ... + a^k: the tokens a step that verifies k drafts of acceptance a expects
+ * (the target's own token included). */
+static double expected_tokens(double a, int32_t k) {
+    double g = 1, ex = 1;
+    for (int32_t j = 0; j < k; j++) ex += (g *= a);
+    return ex;
+}
+
+/* tokens per ms of a step whose target forward feeds fed tokens, plus draft_work ms of
+ * the draft (its rounds and catch-up, before the draft's cost factor) */
+static double tokens_per_ms(const spec_state *sp, double tokens, int32_t fed, double draft_work) {
+    const double ms = fwd_cost(sp, fed) + sp->f_draft * draft_work;
+    return ms > 0 ? tokens / ms : tokens;
+}
+
 /* Expected tokens per ms of the step with k[]: sum of 1 + a + ... + a^k over the decodes
  * (and n_plain plain ones), over the target forward of all their tokens plus the draft
  * rounds, plus the draft's catch-up of the sequences it has not seen, spread over their
@@ -307,15 +322,12 @@ static double rate(const spec_state *sp, int32_t n) {
     double tokens = sp->n_plain, catchup = 0;
     int32_t fed = sp->n_plain;
     for (int32_t i = 0; i < n; i++) {
-        const double a = alpha_of(sp, seq_of(sp->cand[i]), sp->src[i]);
-        double g = 1, ex = 1;
-        for (int32_t j = 0; j < sp->k[i]; j++) ex += (g *= a);
+        const double ex = expected_tokens(alpha_of(sp, seq_of(sp->cand[i]), sp->src[i]), sp->k[i]);
         tokens += ex;
         fed += 1 + sp->k[i];
         if (sp->src[i] == 2 && sp->k[i] > 0) catchup += sp->catchup[i] * ex;
     }
-    const double ms = fwd_cost(sp, fed) + sp->f_draft * (draft_ms(sp, n) + catchup);
-    return ms > 0 ? tokens / ms : tokens;
+    return tokens_per_ms(sp, tokens, fed, draft_ms(sp, n) + catchup);
 }
 
 /* The k[] that maximizes rate(): the draft-model sequences at one level for all (their
@@ -361,6 +373,7 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
         double bg = -1;
         for (int32_t i = 0; i < n; i++) {
             if (sp->src[i] != 1 || sp->k[i] >= sp->cap[i]) continue;
+            /* the gain of one more draft: expected_tokens()' next term */
             const double g = pow(alpha_of(sp, seq_of(sp->cand[i]), 1), sp->k[i] + 1);
             if (g > bg) {
                 bg = g;
@@ -418,12 +431,11 @@ static int32_t pick_source(const spec_state *sp, const sequence *s, int32_t m, i
     double best[2] = {0, 0};
     for (int p = 0; p < 2; p++) {
         const double a = alpha_of(sp, s, p + 1);
-        double g = 1, ex = 1, dms = 0;
+        double dms = 0;
         for (int32_t k = 1; k <= (p ? cap : m); k++) {
-            ex += (g *= a);
+            const double ex = expected_tokens(a, k);
             if (p) dms += cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, k == 1 ? need : 1);
-            const double ms = fwd_cost(sp, n_other + 1 + k) + (p ? sp->f_draft * (dms + catchup * ex) : 0);
-            const double r = ms > 0 ? (n_other + ex) / ms : n_other + ex;
+            const double r = tokens_per_ms(sp, n_other + ex, n_other + 1 + k, p ? dms + catchup * ex : 0);
             if (r > best[p]) best[p] = r;
         }
     }
@@ -528,7 +540,9 @@ int spec_propose(inferd_engine *e) {
     spec_state *sp = &e->spec;
     if (!sp->on) return IFD_OK;
     int32_t n = 0;
-    const int32_t n_other = IFD_MAX(0, IFD_MIN(e->sch.running.n + e->sch.waiting.n, e->opt.max_num_seqs) - 1);
+    /* the load the batch is about to have (see choose_k) */
+    const int32_t load = IFD_MIN(e->sch.running.n + e->sch.waiting.n, e->opt.max_num_seqs);
+    const int32_t n_other = IFD_MAX(0, load - 1);
     for (sched_seq *q = e->sch.running.head; q && n < e->opt.max_num_seqs; q = q->next) {
         if (q->n_spec || q->n_tokens - q->n_computed != 1) continue;
         sequence *s = seq_of(q);
@@ -568,7 +582,7 @@ int spec_propose(inferd_engine *e) {
         n++;
     }
     if (n == 0) return IFD_OK;
-    choose_k(sp, n, IFD_MIN(e->sch.running.n + e->sch.waiting.n, e->opt.max_num_seqs) - n);
+    choose_k(sp, n, load - n);
     for (int32_t i = 0; i < n; i++) {
         /* a measured sequence the choice leaves plain is measured again after a while
          * (where the gate lets it probe): its acceptance was learnt on other text (an

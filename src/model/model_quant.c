@@ -67,6 +67,19 @@ static const char *tname(int t) {
     return ti && ti->name ? ti->name : "?";
 }
 
+/* snprintf at buf + k, k counting what the text would take (as snprintf does) */
+#define PUT(...) (k += (size_t)snprintf(buf + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__))
+
+/* "TOTAL MiB (TYPE n MiB, ...)" of v, biggest type first, at buf + k; the new k */
+static size_t put_types(const size_t *v, size_t total, char *buf, size_t cap, size_t k) {
+    PUT("%.2f MiB (", mib(total));
+    bool done[GGML_TYPE_COUNT_] = {false};
+    for (int t, i = 0; (t = next_biggest(v, done)) >= 0; i++)
+        PUT("%s%s %.2f MiB", i ? ", " : "", tname(t), mib(v[t]));
+    PUT(")");
+    return k;
+}
+
 void model_weight_bytes_str(const size_t *before, const size_t *after, char *buf, size_t cap) {
     size_t tb = 0, ta = 0;
     bool differ = false;
@@ -75,28 +88,18 @@ void model_weight_bytes_str(const size_t *before, const size_t *after, char *buf
         if (before) tb += before[t], differ = differ || before[t] != after[t];
     }
     size_t k = 0;
-#define PUT(...) (k += (size_t)snprintf(buf + (k < cap ? k : cap), k < cap ? cap - k : 0, __VA_ARGS__))
     if (cap) buf[0] = 0;
     if (differ) {
         bool done[GGML_TYPE_COUNT_] = {false};
         const int main_t = next_biggest(before, done);
-        if (next_biggest(before, done) < 0) { /* one type (an F32 / F16 / BF16 file) */
+        if (next_biggest(before, done) < 0) /* one type (an F32 / F16 / BF16 file) */
             PUT("%.2f MiB %s -> ", mib(tb), main_t >= 0 ? tname(main_t) : "?");
-        } else { /* a mixed file (requantized): every type, as after */
-            PUT("%.2f MiB (", mib(tb));
-            memset(done, 0, sizeof done);
-            for (int t, i = 0; (t = next_biggest(before, done)) >= 0; i++)
-                PUT("%s%s %.2f MiB", i ? ", " : "", tname(t), mib(before[t]));
-            PUT(") -> ");
-        }
+        else /* a mixed file (requantized): every type, as after */
+            k = put_types(before, tb, buf, cap, k), PUT(" -> ");
     }
-    PUT("%.2f MiB (", mib(ta));
-    bool done[GGML_TYPE_COUNT_] = {false};
-    for (int t, i = 0; (t = next_biggest(after, done)) >= 0; i++)
-        PUT("%s%s %.2f MiB", i ? ", " : "", tname(t), mib(after[t]));
-    PUT(")");
-#undef PUT
+    put_types(after, ta, buf, cap, k);
 }
+#undef PUT
 
 int model_quant_parse_layers(const char *list, uint32_t n_layers, bool *keep, char *err,
                              size_t err_bytes) {
