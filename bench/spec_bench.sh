@@ -9,7 +9,8 @@
 # bench/prompts/repeat.txt (texts whose continuation repeats them). Batch sizes: BATCHES
 # (default "1 4 16"); each run has 2 x batch requests (max-num-seqs = batch), greedy,
 # ignore_eos, THREADS threads (default 2). Modes: plain, draft (adaptive K=4), ngram
-# (adaptive K=4), and with FIXED=1 the draft at fixed K too. tok/s = output_tok_per_s of
+# (adaptive K=4), and with FIXED=1 the draft at fixed K too; MODES="plain draft ngram both
+# draft-fixed" picks them (both: the draft and the n-gram proposer together). tok/s = output_tok_per_s of
 # `inferd bench` (its JSON line), the best of REPS runs (default 1) that alternate mode by
 # mode (a shared machine drifts by 10%: compare only alternating runs); x = over plain in
 # the same batch and prompt set. tpot = TPOT p50 (ms per output token after the first, per
@@ -24,12 +25,21 @@ FILES=("$@"); [ ${#FILES[@]} -gt 0 ] || FILES=(bench/prompts/shakespeare-prose.t
 BATCHES=${BATCHES:-1 4 16}; THREADS=${THREADS:-2}; PY=${PYTHON:-python3}
 BIN=$BUILD/inferd
 [ -x "$BIN" ] && [ -f "$TARGET" ] && [ -f "$DRAFT" ] || { echo "usage: $0 BUILD TARGET DRAFT [OUT] [PROMPTS...]" >&2; exit 1; }
-MODES=(plain draft ngram); [ "${FIXED:-0}" = 1 ] && MODES+=(draft-fixed)
+if [ -n "${MODES:-}" ]; then
+  read -r -a MODES <<<"$MODES"
+  for m in "${MODES[@]}"; do
+    case $m in plain|draft|ngram|both|draft-fixed) ;; *) echo "$0: unknown mode '$m' in MODES" >&2; exit 1 ;; esac
+  done
+  [ "${MODES[0]}" = plain ] || { echo "$0: MODES must start with plain (x is over it)" >&2; exit 1; }
+else
+  MODES=(plain draft ngram); [ "${FIXED:-0}" = 1 ] && MODES+=(draft-fixed)
+fi
 args_of() {
   case $1 in
     plain) ;;
     draft) echo "--draft-model $DRAFT ${DRAFT_ARGS:-}" ;;
     ngram) echo "--speculative-ngram" ;;
+    both) echo "--draft-model $DRAFT --speculative-ngram ${DRAFT_ARGS:-}" ;;
     draft-fixed) echo "--draft-model $DRAFT --no-speculative-adaptive ${DRAFT_ARGS:-}" ;;
   esac
 }

@@ -16,7 +16,7 @@ build/grammar_bench ../shared/models/shakespeare-target.gguf --gens 3   # constr
 python3 bench/pd_bench.py --build build --random-weights tiny --duration 3 --warmup 1 --long-len 500 \
   --long-every 0.5 --streams 2 --decode-tokens 16 --configs colocated,pd-tcp,pd-ucx,pd-netns   # PD vs colocated (seconds)
 build/kvx_bench --reps 3   # KV transfer layer: tcp read vs UCX GETs (seconds)
-BATCHES="1 4" bash bench/spec_bench.sh build ../shared/models/shakespeare-target.gguf \
+MODES="plain draft ngram both" BATCHES="1 4" bash bench/spec_bench.sh build ../shared/models/shakespeare-target.gguf \
   ../shared/models/shakespeare-draft.gguf 16   # speculative decoding smoke test (seconds)
 PY=${PYTHON:-python3}
 INFERD_BIN=$PWD/build/inferd $PY -m pytest -q tests/python
