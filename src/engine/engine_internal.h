@@ -166,6 +166,7 @@ typedef struct spec_state {
     /* per-step scratch ([max_num_seqs]) */
     sched_seq **cand;
     int32_t *cap, *k, *src; /* src: 1 n-gram, 2 draft */
+    int32_t *alt;           /* where the draft was picked: the n-gram's continuation (0: none) */
     int32_t *need;          /* the draft's first-round tokens, as the cost model counts them */
     double *catchup;        /* the draft's catch-up ms per token left (0: none) */
     int32_t *who, *got;     /* run_draft: a job's candidate, a candidate's drafts so far */

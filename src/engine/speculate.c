@@ -198,6 +198,7 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
     const size_t S = (size_t)o->max_num_seqs;
     sp->cand = malloc(S * sizeof *sp->cand);
     sp->cap = malloc(S * sizeof(int32_t));
+    sp->alt = malloc(S * sizeof(int32_t));
     sp->k = malloc(S * sizeof(int32_t));
     sp->src = malloc(S * sizeof(int32_t));
     sp->need = malloc(S * sizeof(int32_t));
@@ -207,7 +208,7 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
     sp->jobs = malloc(S * sizeof(draft_job));
     sp->catchup = malloc(S * sizeof(double));
     e->vtok = malloc((size_t)(sp->K + 1) * sizeof(int32_t));
-    if (!sp->cand || !sp->cap || !sp->k || !sp->src || !sp->need || !sp->who || !sp->got || !sp->ngram_buf || !sp->jobs || !sp->catchup || !e->vtok)
+    if (!sp->cand || !sp->cap || !sp->alt || !sp->k || !sp->src || !sp->need || !sp->who || !sp->got || !sp->ngram_buf || !sp->jobs || !sp->catchup || !e->vtok)
         return ifd_errf(err, err_bytes, IFD_ERR_NOMEM, "engine: out of memory");
     sp->on = true;
     sp->f_fwd = sp->f_draft = 1.0;
@@ -251,6 +252,7 @@ void spec_deinit(inferd_engine *e) {
     draft_destroy(sp->d);
     free(sp->cand);
     free(sp->cap);
+    free(sp->alt);
     free(sp->k);
     free(sp->src);
     free(sp->need);
@@ -364,7 +366,7 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
         /* exploration: a sequence with fewer than SPEC_MIN_OBS observations gets at
          * least SPEC_PROBE drafts, or its acceptance would never be measured */
         for (int32_t i = 0; i < n; i++)
-            if (sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs[sp->src[i] - 1] < SPEC_MIN_OBS)
+            if (sp->src[i] > 0 && sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs[sp->src[i] - 1] < SPEC_MIN_OBS)
                 sp->k[i] = IFD_MAX(sp->k[i], IFD_MIN(sp->cap[i], SPEC_PROBE));
         best = rate(sp, n);
     }
@@ -392,6 +394,28 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
     return best;
 }
 
+/* Hides (hide) or shows again the candidates of every proposer but src: a hidden one
+ * (src[] negated) is priced by rate() and optimize() as a plain decode. */
+static void hide_others(spec_state *sp, int32_t n, int32_t src, bool hide) {
+    for (int32_t i = 0; i < n; i++)
+        if (hide ? sp->src[i] > 0 && sp->src[i] != src : sp->src[i] < 0) sp->src[i] = -sp->src[i];
+}
+
+/* The gate of proposer src: could its candidates alone, every acceptance not yet measured
+ * taken as SPEC_GATE_ALPHA, gain SPEC_GATE_GAIN in this step (the others as plain
+ * decodes)? False where it has none. */
+static bool gate_open(spec_state *sp, int32_t n, int32_t src) {
+    bool has = false;
+    for (int32_t i = 0; i < n; i++) has = has || sp->src[i] == src;
+    if (!has) return false;
+    hide_others(sp, n, src, true);
+    for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
+    const double plain = rate(sp, n), best = optimize(sp, n, false);
+    hide_others(sp, n, src, false);
+    for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
+    return best > plain * SPEC_GATE_GAIN;
+}
+
 /* n_plain: the sequences that are not candidates this step (still prefilling, or
  * waiting while the running set has room), counted by the gate as plain decodes: it
  * judges the load the batch is about to have, not a moment while the others prefill (a
@@ -402,21 +426,33 @@ static void choose_k(spec_state *sp, int32_t n, int32_t n_plain) {
         for (int32_t i = 0; i < n; i++) sp->k[i] = sp->cap[i];
         return;
     }
-    /* The gate: could speculation pay in this step at all, with every acceptance not yet
-     * measured taken as SPEC_GATE_ALPHA? Unless by SPEC_GATE_GAIN, nobody speculates
-     * and nobody probes: on a machine where a verification or a draft round costs too
-     * much (measured), the step stays a plain one instead of paying for exploration. */
-    for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
+    /* The gate, per proposer: could speculation pay in this step at all, with every
+     * acceptance not yet measured taken as SPEC_GATE_ALPHA? Unless by SPEC_GATE_GAIN,
+     * the proposer's sequences neither speculate nor probe: on a machine or at a load
+     * where a verification or a draft round costs too much (measured), the step stays a
+     * plain one instead of paying for exploration. Each proposer on its own, the draft
+     * first: the n-gram's cheap rows must not open the gate to draft probes (a draft
+     * round and a catch-up of the whole context each). A sequence whose draft is gated
+     * off takes the n-gram's continuation where it has one. */
     sp->n_plain = n_plain;
     sp->optimistic = true;
-    const double plain = rate(sp, n), best = optimize(sp, n, false);
+    const bool draft_open = gate_open(sp, n, 2);
+    if (!draft_open)
+        for (int32_t i = 0; i < n; i++)
+            if (sp->src[i] == 2 && sp->alt[i] > 0) {
+                sp->src[i] = 1;
+                sp->cap[i] = sp->alt[i];
+                sp->catchup[i] = 0;
+            }
+    const bool ngram_open = gate_open(sp, n, 1);
     sp->optimistic = false;
     sp->n_plain = 0;
-    if (!(best > plain * SPEC_GATE_GAIN)) {
-        for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
-        return;
-    }
+    for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
+    if (!draft_open && !ngram_open) return;
+    const int32_t shown = draft_open && ngram_open ? 0 : draft_open ? 2 : 1;
+    if (shown) hide_others(sp, n, shown, true);
     optimize(sp, n, true);
+    if (shown) hide_others(sp, n, shown, false);
 }
 
 /* ---- proposing ------------------------------------------------------------------------- */
@@ -575,6 +611,7 @@ int spec_propose(inferd_engine *e) {
                             : c[1] > 0           ? 2
                                                  : 0;
         cap = src ? c[src - 1] : 0;
+        sp->alt[n] = src == 2 ? c[0] : 0;
         sp->catchup[n] = src == 2 ? catchup : 0;
         sp->cand[n] = q;
         sp->cap[n] = cap;

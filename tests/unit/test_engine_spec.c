@@ -450,6 +450,8 @@ static const double DN[] = {1, 2, 4, 8, 64}, DMS[] = {2.5, 3, 3.5, 4, 40};
 /* n_req requests of 40 random tokens, n_out out, greedy; chunked prefill of 32 tokens. */
 static bool g_both;           /* the n-gram proposer beside the draft model in the next adaptive run */
 static const char *g_draft;   /* its draft model (NULL: DRAFT) */
+static const double *g_dms;   /* its draft round costs at DN (NULL: DMS) */
+static const double *g_cms;   /* the target forward costs at CN (NULL: CMS) */
 
 static bool adaptive_run_seen(int32_t max_seqs, int32_t dvocab, double min_acc, int n_req, int32_t n_out,
                               inferd_stats *st, const double *seen_ms, int32_t n_seen) {
@@ -469,7 +471,7 @@ static bool adaptive_run_seen(int32_t max_seqs, int32_t dvocab, double min_acc, 
         fprintf(stderr, "  engine: %s\n", err);
         return false;
     }
-    engine_spec_debug_costs(e, CN, CMS, 4, DN, DMS, 5);
+    engine_spec_debug_costs(e, CN, g_cms ? g_cms : CMS, 4, DN, g_dms ? g_dms : DMS, 5);
     for (int32_t n = 1; n <= n_seen; n++)
         for (int rep = 0; rep < 3; rep++) engine_spec_debug_observe(e, n, seen_ms[n - 1]);
     ifd_rng rng;
@@ -572,6 +574,35 @@ static void test_adaptive_sources(void) {
     CHECK(st.spec_ngram_accepted * dp < da * st.spec_ngram_proposed);
 }
 
+/* Both proposers, a gate each. Four sequences decoding, target rows nearly free (8 tokens
+ * 12 ms against 4 in 11) and draft rounds at 30 ms (the draft cannot pay even at the
+ * gate's acceptance): the n-gram speculates, but the draft model never runs, not even
+ * for the probes of the sequences the n-gram has nothing for (one gate for both let the
+ * n-gram's cheap rows open it to draft probes: on code at batch 4, 0.95x plain). With
+ * rounds at 0.1 ms the draft does run. */
+static void test_adaptive_gate_each(void) {
+    static const double cheap_rows[] = {10, 10.5, 11, 12}, dear[] = {30, 30, 30, 30, 300},
+                        free_rounds[] = {0.1, 0.1, 0.1, 0.1, 1};
+    inferd_stats st;
+    g_both = true;
+    g_cms = cheap_rows;
+    g_dms = dear;
+    CHECK(adaptive_run(4, 0, 0.3, 4, MAX_OUT, &st));
+    fprintf(stderr, "  dear draft: %llu draft forwards, %llu drafts, n-gram %llu / %llu accepted\n",
+            (unsigned long long)st.spec_draft_forwards, (unsigned long long)st.spec_proposed,
+            (unsigned long long)st.spec_ngram_accepted, (unsigned long long)st.spec_ngram_proposed);
+    CHECKF(st.spec_draft_forwards == 0 && st.spec_proposed == st.spec_ngram_proposed,
+           "%llu draft forwards, %llu drafts proposed by the model", (unsigned long long)st.spec_draft_forwards,
+           (unsigned long long)(st.spec_proposed - st.spec_ngram_proposed));
+    CHECK(st.spec_ngram_proposed > 0);
+    g_dms = free_rounds;
+    CHECK(adaptive_run(4, 0, 0.3, 4, MAX_OUT, &st));
+    g_dms = NULL;
+    g_cms = NULL;
+    g_both = false;
+    CHECKF(st.spec_draft_forwards > 0, "free draft rounds: %llu draft forwards", (unsigned long long)st.spec_draft_forwards);
+}
+
 static void test_vocab_mismatch(void) {
     /* the target as a draft for itself passes; a file with another vocabulary is refused */
     inferd_engine_options o;
@@ -593,5 +624,5 @@ static void test_vocab_mismatch(void) {
 
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
           T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_adaptive_load),
-          T(test_adaptive_forgets), T(test_adaptive_seen), T(test_adaptive_sources),
+          T(test_adaptive_forgets), T(test_adaptive_seen), T(test_adaptive_sources), T(test_adaptive_gate_each),
           T(test_vocab_mismatch))
