@@ -56,6 +56,12 @@
 #define SPEC_OBS_MIN 3     /* forwards of one size seen before their average replaces the table */
 #define SPEC_OBS_W 0.2     /* weight of one seen forward in that average */
 
+/* The proposers: a candidate's src[] and a sequence's spec_src are SRC_NGRAM or
+ * SRC_DRAFT (0: none; src[] negated: hidden by hide_others). A sequence's per-proposer
+ * arrays (spec_alpha[], spec_obs[], ...) are indexed by prop_ix(src). */
+enum { SRC_NGRAM = 1, SRC_DRAFT = 2 };
+static inline int prop_ix(int32_t src) { return (int)src - 1; }
+
 /* ---- cost tables ----------------------------------------------------------------------- */
 
 static double cost_at(const double *n, const double *ms, int32_t cnt, double t) {
@@ -275,8 +281,8 @@ void spec_seq_done(inferd_engine *e, sequence *s) {
 /* The acceptance of proposer src (1 n-gram, 2 the draft model; 0: none) for s.
  * sp->optimistic (the gate): an acceptance not yet measured counts as SPEC_GATE_ALPHA. */
 static float alpha_of(const spec_state *sp, const sequence *s, int32_t src) {
-    if (src < 1 || src > 2) return 0.0f;
-    const int p = src - 1;
+    if (src != SRC_NGRAM && src != SRC_DRAFT) return 0.0f;
+    const int p = prop_ix(src);
     if (s->spec_obs[p] >= SPEC_MIN_OBS) return s->spec_alpha[p];
     if (sp->optimistic) return SPEC_GATE_ALPHA;
     return s->spec_obs[p] > 0 ? s->spec_alpha[p] : SPEC_PRIOR;
@@ -287,14 +293,14 @@ static float alpha_of(const spec_state *sp, const sequence *s, int32_t src) {
 static double draft_ms(const spec_state *sp, int32_t n) {
     int32_t L = 0, first = 0;
     for (int32_t i = 0; i < n; i++)
-        if (sp->src[i] == 2 && sp->k[i] > 0) {
+        if (sp->src[i] == SRC_DRAFT && sp->k[i] > 0) {
             L = IFD_MAX(L, sp->k[i]);
             first += sp->need[i];
         }
     double ms = L > 0 ? cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, first) : 0;
     for (int32_t r = 1; r < L; r++) {
         int32_t m = 0;
-        for (int32_t i = 0; i < n; i++) m += sp->src[i] == 2 && sp->k[i] > r;
+        for (int32_t i = 0; i < n; i++) m += sp->src[i] == SRC_DRAFT && sp->k[i] > r;
         ms += cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, m);
     }
     return ms;
@@ -327,7 +333,7 @@ static double rate(const spec_state *sp, int32_t n) {
         const double ex = expected_tokens(alpha_of(sp, seq_of(sp->cand[i]), sp->src[i]), sp->k[i]);
         tokens += ex;
         fed += 1 + sp->k[i];
-        if (sp->src[i] == 2 && sp->k[i] > 0) catchup += sp->catchup[i] * ex;
+        if (sp->src[i] == SRC_DRAFT && sp->k[i] > 0) catchup += sp->catchup[i] * ex;
     }
     return tokens_per_ms(sp, tokens, fed, draft_ms(sp, n) + catchup);
 }
@@ -342,7 +348,7 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
     int32_t bestL = 0;
     for (int32_t L = 1; L <= sp->K; L++) {
         for (int32_t i = 0; i < n; i++)
-            if (sp->src[i] == 2) sp->k[i] = IFD_MIN(L, sp->cap[i]);
+            if (sp->src[i] == SRC_DRAFT) sp->k[i] = IFD_MIN(L, sp->cap[i]);
         const double r = rate(sp, n);
         if (r > best) {
             best = r;
@@ -350,9 +356,9 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
         }
     }
     for (int32_t i = 0; i < n; i++)
-        if (sp->src[i] == 2) sp->k[i] = IFD_MIN(bestL, sp->cap[i]);
+        if (sp->src[i] == SRC_DRAFT) sp->k[i] = IFD_MIN(bestL, sp->cap[i]);
     for (int32_t i = 0; i < n; i++)
-        while (sp->src[i] == 2 && sp->k[i] > 0) {
+        while (sp->src[i] == SRC_DRAFT && sp->k[i] > 0) {
             sp->k[i]--;
             const double r = rate(sp, n);
             if (r > best) {
@@ -366,7 +372,7 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
         /* exploration: a sequence with fewer than SPEC_MIN_OBS observations gets at
          * least SPEC_PROBE drafts, or its acceptance would never be measured */
         for (int32_t i = 0; i < n; i++)
-            if (sp->src[i] > 0 && sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs[sp->src[i] - 1] < SPEC_MIN_OBS)
+            if (sp->src[i] > 0 && sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs[prop_ix(sp->src[i])] < SPEC_MIN_OBS)
                 sp->k[i] = IFD_MAX(sp->k[i], IFD_MIN(sp->cap[i], SPEC_PROBE));
         best = rate(sp, n);
     }
@@ -374,9 +380,9 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
         int32_t bi = -1;
         double bg = -1;
         for (int32_t i = 0; i < n; i++) {
-            if (sp->src[i] != 1 || sp->k[i] >= sp->cap[i]) continue;
+            if (sp->src[i] != SRC_NGRAM || sp->k[i] >= sp->cap[i]) continue;
             /* the gain of one more draft: expected_tokens()' next term */
-            const double g = pow(alpha_of(sp, seq_of(sp->cand[i]), 1), sp->k[i] + 1);
+            const double g = pow(alpha_of(sp, seq_of(sp->cand[i]), SRC_NGRAM), sp->k[i] + 1);
             if (g > bg) {
                 bg = g;
                 bi = i;
@@ -394,11 +400,12 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
     return best;
 }
 
-/* Hides (hide) or shows again the candidates of every proposer but src: a hidden one
- * (src[] negated) is priced by rate() and optimize() as a plain decode. */
+/* Hides (hide) or shows again the candidates of every proposer but src (src 0: hides
+ * none): a hidden one (src[] negated) is priced by rate() and optimize() as a plain
+ * decode. */
 static void hide_others(spec_state *sp, int32_t n, int32_t src, bool hide) {
     for (int32_t i = 0; i < n; i++)
-        if (hide ? sp->src[i] > 0 && sp->src[i] != src : sp->src[i] < 0) sp->src[i] = -sp->src[i];
+        if (hide ? src > 0 && sp->src[i] > 0 && sp->src[i] != src : sp->src[i] < 0) sp->src[i] = -sp->src[i];
 }
 
 /* The gate of proposer src: could its candidates alone, every acceptance not yet measured
@@ -436,23 +443,25 @@ static void choose_k(spec_state *sp, int32_t n, int32_t n_plain) {
      * off takes the n-gram's continuation where it has one. */
     sp->n_plain = n_plain;
     sp->optimistic = true;
-    const bool draft_open = gate_open(sp, n, 2);
+    const bool draft_open = gate_open(sp, n, SRC_DRAFT);
     if (!draft_open)
         for (int32_t i = 0; i < n; i++)
-            if (sp->src[i] == 2 && sp->alt[i] > 0) {
-                sp->src[i] = 1;
+            if (sp->src[i] == SRC_DRAFT && sp->alt[i] > 0) {
+                sp->src[i] = SRC_NGRAM;
                 sp->cap[i] = sp->alt[i];
                 sp->catchup[i] = 0;
             }
-    const bool ngram_open = gate_open(sp, n, 1);
+    const bool ngram_open = gate_open(sp, n, SRC_NGRAM);
     sp->optimistic = false;
     sp->n_plain = 0;
+    /* gate_open leaves k[] at 0 where its proposer has candidates, and optimize()
+     * starts from 0: this reset matters only where neither proposer has any */
     for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
     if (!draft_open && !ngram_open) return;
-    const int32_t shown = draft_open && ngram_open ? 0 : draft_open ? 2 : 1;
-    if (shown) hide_others(sp, n, shown, true);
+    const int32_t shown = draft_open && ngram_open ? 0 : draft_open ? SRC_DRAFT : SRC_NGRAM;
+    hide_others(sp, n, shown, true);
     optimize(sp, n, true);
-    if (shown) hide_others(sp, n, shown, false);
+    hide_others(sp, n, shown, false);
 }
 
 /* ---- proposing ------------------------------------------------------------------------- */
@@ -464,9 +473,9 @@ static void choose_k(spec_state *sp, int32_t n, int32_t n_plain) {
  * goes to the n-gram, which costs no forward. */
 static int32_t pick_source(const spec_state *sp, const sequence *s, int32_t m, int32_t cap,
                            int32_t n_other, int32_t need, double catchup) {
-    double best[2] = {0, 0};
+    double best[2] = {0, 0}; /* [0] the n-gram, [1] the draft */
     for (int p = 0; p < 2; p++) {
-        const double a = alpha_of(sp, s, p + 1);
+        const double a = alpha_of(sp, s, p == prop_ix(SRC_NGRAM) ? SRC_NGRAM : SRC_DRAFT);
         double dms = 0;
         for (int32_t k = 1; k <= (p ? cap : m); k++) {
             const double ex = expected_tokens(a, k);
@@ -475,7 +484,7 @@ static int32_t pick_source(const spec_state *sp, const sequence *s, int32_t m, i
             if (r > best[p]) best[p] = r;
         }
     }
-    return best[1] > best[0] ? 2 : 1;
+    return best[1] > best[0] ? SRC_DRAFT : SRC_NGRAM;
 }
 
 /* The draft's token from its logits row: the request's greedy pick (penalties, bias, bans). */
@@ -498,7 +507,7 @@ static bool run_draft(inferd_engine *e, int32_t n) {
     int32_t nj = 0, left = d->max_tokens, L = 0;
     bool steady = true;
     for (int32_t i = 0; i < n; i++) {
-        if (sp->src[i] != 2 || sp->k[i] == 0) continue;
+        if (sp->src[i] != SRC_DRAFT || sp->k[i] == 0) continue;
         sched_seq *q = sp->cand[i];
         sequence *s = seq_of(q);
         draft_seq *ds = &s->dseq;
@@ -568,7 +577,7 @@ static bool run_draft(inferd_engine *e, int32_t n) {
         }
     }
     for (int32_t i = 0; i < n; i++)
-        if (sp->src[i] == 2) sp->k[i] = IFD_MIN(sp->k[i], got[i]);
+        if (sp->src[i] == SRC_DRAFT) sp->k[i] = IFD_MIN(sp->k[i], got[i]);
     return steady;
 }
 
@@ -607,12 +616,12 @@ int spec_propose(inferd_engine *e) {
                                              IFD_MAX(1, s->max_tokens - s->n_generated)
                                        : 0;
         const int32_t src = c[0] > 0 && c[1] > 0 ? pick_source(sp, s, c[0], c[1], n_other, sp->need[n], catchup)
-                            : c[0] > 0           ? 1
-                            : c[1] > 0           ? 2
+                            : c[0] > 0           ? SRC_NGRAM
+                            : c[1] > 0           ? SRC_DRAFT
                                                  : 0;
-        cap = src ? c[src - 1] : 0;
-        sp->alt[n] = src == 2 ? c[0] : 0;
-        sp->catchup[n] = src == 2 ? catchup : 0;
+        cap = src ? c[prop_ix(src)] : 0;
+        sp->alt[n] = src == SRC_DRAFT ? c[prop_ix(SRC_NGRAM)] : 0;
+        sp->catchup[n] = src == SRC_DRAFT ? catchup : 0;
         sp->cand[n] = q;
         sp->cap[n] = cap;
         sp->src[n] = src;
@@ -630,7 +639,7 @@ int spec_propose(inferd_engine *e) {
             s->spec_idle[0] = s->spec_idle[1] = 0;
             continue;
         }
-        const int p = sp->src[i] - 1;
+        const int p = prop_ix(sp->src[i]);
         if (sp->k[i] > 0 || sp->cap[i] == 0 || s->spec_obs[p] < SPEC_MIN_OBS) {
             s->spec_idle[p] = 0;
         } else if (++s->spec_idle[p] >= IFD_MAX(s->spec_idle_max[p], SPEC_IDLE)) {
@@ -652,7 +661,7 @@ int spec_propose(inferd_engine *e) {
     for (int32_t i = 0; i < n; i++) {
         sched_seq *q = sp->cand[i];
         int32_t k = sp->k[i];
-        if (k > 0 && sp->src[i] == 1)
+        if (k > 0 && sp->src[i] == SRC_NGRAM)
             memcpy(q->tokens + q->n_tokens, sp->ngram_buf + (size_t)i * sp->K, (size_t)k * sizeof(int32_t));
         /* constrained decoding: the drafts end at the first one the grammar refuses */
         const request *r = seq_of(q)->req;
@@ -691,12 +700,14 @@ void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {
     sp->cnt.spec_emitted += (uint64_t)a + 1;
     s->spec_proposed += k;
     s->spec_accepted += a;
-    const int p = s->spec_src == 1 ? 0 : 1; /* the proposer of these drafts */
-    if (p == 0) {
+    /* the proposer of these drafts (spec_propose set spec_src for every k > 0) */
+    const int32_t src = s->spec_src == SRC_NGRAM ? SRC_NGRAM : SRC_DRAFT;
+    const int p = prop_ix(src);
+    if (src == SRC_NGRAM) {
         sp->cnt.spec_ngram_proposed += (uint64_t)k;
         sp->cnt.spec_ngram_accepted += (uint64_t)a;
     }
-    float al = alpha_of(sp, s, p + 1);
+    float al = alpha_of(sp, s, src);
     for (int32_t j = 0; j < a; j++) al += SPEC_EMA * (1.0f - al);
     if (a < k) al *= 1.0f - SPEC_EMA;
     s->spec_alpha[p] = al;
@@ -706,7 +717,7 @@ void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {
         s->spec_retry_at[p] = s->n_generated + a + 1 + s->spec_backoff[p];
         sp->cnt.spec_switched_off++;
     }
-    if (sp->d && s->spec_src == 2) {
+    if (sp->d && s->spec_src == SRC_DRAFT) {
         draft_seq *ds = &s->dseq;
         ds->n_verified = IFD_MAX(ds->n_verified, IFD_MIN(ds->n_computed, s->ss.n_computed));
         draft_seq_rollback(sp->d, ds, s->ss.tokens, s->ss.n_computed);
