@@ -114,6 +114,9 @@ typedef struct inferd_engine_options {
                                        K (what the proposer has), for tests */
     double spec_min_acceptance;     /* a sequence whose acceptance falls below this stops
                                        speculating for a while (default 0.3) */
+    double draft_p_min;             /* a draft-model token that the draft itself gives less
+                                       than this probability ends the sequence's drafts for
+                                       the step and is not proposed (default 0.2; 0: off) */
 } inferd_engine_options;
 
 void inferd_engine_options_default(inferd_engine_options *o);
@@ -301,6 +304,8 @@ typedef struct inferd_stats {
                                   * spec_proposed / spec_accepted (the rest: the draft model's) */
     uint64_t spec_device_rows;   /* verification rows drawn on the device (no logits to the host) */
     uint64_t spec_k_hist[17];    /* k chosen per decoding sequence-step (0..16) */
+    uint64_t spec_draft_unsure;  /* draft-model tokens dropped below draft_p_min (each ends its
+                                    sequence's drafts for that step) */
 } inferd_stats;
 
 void inferd_engine_stats(inferd_engine *e, inferd_stats *st);

@@ -54,6 +54,7 @@ void inferd_engine_options_default(inferd_engine_options *o) {
     o->ngram_max = 4;
     o->speculative_adaptive = true;
     o->spec_min_acceptance = 0.3;
+    o->draft_p_min = 0.2;
 }
 
 void inferd_sampling_default(inferd_sampling *s) {
@@ -771,6 +772,7 @@ void engine_update_stats(inferd_engine *e) {
     e->stats.spec_ngram_proposed = c->spec_ngram_proposed;
     e->stats.spec_ngram_accepted = c->spec_ngram_accepted;
     e->stats.spec_device_rows = c->spec_device_rows;
+    e->stats.spec_draft_unsure = c->spec_draft_unsure;
     memcpy(e->stats.spec_k_hist, c->spec_k_hist, sizeof c->spec_k_hist);
     e->pd.pub = e->pd.cnt;
     pthread_mutex_unlock(&e->mu);

@@ -159,7 +159,9 @@ typedef struct spec_state {
     int32_t ngram_min, ngram_max;
     bool adaptive;
     float min_acceptance;
+    float p_min;          /* draft_p_min */
     draft *d;             /* the draft model, or NULL */
+    int32_t d_rows;       /* the ids its logits rows hold (--draft-vocab, or its vocabulary) */
     /* measured forward cost, ms by tokens (one sequence), at create: target and draft */
     int32_t n_cost, n_dcost;
     double cost_n[24], cost_ms[24], dcost_n[24], dcost_ms[24];

@@ -182,6 +182,11 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
     }
     sp->adaptive = o->speculative_adaptive;
     sp->min_acceptance = o->spec_min_acceptance > 0 ? (float)o->spec_min_acceptance : 0.3f;
+    if (!(o->draft_p_min >= 0 && o->draft_p_min <= 1)) {
+        model_destroy(dm);
+        return ifd_errf(err, err_bytes, IFD_ERR_INVALID, "--draft-p-min must be in 0..1");
+    }
+    sp->p_min = (float)o->draft_p_min;
     if (dm) {
         backend_config dbc = *bc;
         dbc.share_threads = e->be; /* the CPU workers of the target (never both at once) */
@@ -198,6 +203,7 @@ int spec_init(inferd_engine *e, model *dm, backend_kind kind, const backend_conf
             slog("warn", "--draft-vocab applies to the CPU backend only: the draft keeps its whole lm head");
             dbc.logits_rows = 0;
         }
+        sp->d_rows = dbc.logits_rows ? (int32_t)dbc.logits_rows : (int32_t)dm->hp.n_vocab;
         int rc = draft_create(&sp->d, dm, kind, &dbc, o->enable_prefix_caching, err, err_bytes);
         if (rc) return rc;
     }
@@ -288,19 +294,19 @@ static float alpha_of(const spec_state *sp, const sequence *s, int32_t src) {
     return s->spec_obs[p] > 0 ? s->spec_alpha[p] : SPEC_PRIOR;
 }
 
-/* The draft rounds' ms for k[]: the first feeds need[] tokens per sequence, the others
- * one each. */
-static double draft_ms(const spec_state *sp, int32_t n) {
+/* The draft rounds' ms for k[] drafts per candidate (sp->k: the choice; sp->got: the
+ * rounds that ran): the first feeds need[] tokens per sequence, the others one each. */
+static double draft_ms(const spec_state *sp, int32_t n, const int32_t *k) {
     int32_t L = 0, first = 0;
     for (int32_t i = 0; i < n; i++)
-        if (sp->src[i] == SRC_DRAFT && sp->k[i] > 0) {
-            L = IFD_MAX(L, sp->k[i]);
+        if (sp->src[i] == SRC_DRAFT && k[i] > 0) {
+            L = IFD_MAX(L, k[i]);
             first += sp->need[i];
         }
     double ms = L > 0 ? cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, first) : 0;
     for (int32_t r = 1; r < L; r++) {
         int32_t m = 0;
-        for (int32_t i = 0; i < n; i++) m += sp->src[i] == SRC_DRAFT && sp->k[i] > r;
+        for (int32_t i = 0; i < n; i++) m += sp->src[i] == SRC_DRAFT && k[i] > r;
         ms += cost_at(sp->dcost_n, sp->dcost_ms, sp->n_dcost, m);
     }
     return ms;
@@ -335,7 +341,7 @@ static double rate(const spec_state *sp, int32_t n) {
         fed += 1 + sp->k[i];
         if (sp->src[i] == SRC_DRAFT && sp->k[i] > 0) catchup += sp->catchup[i] * ex;
     }
-    return tokens_per_ms(sp, tokens, fed, draft_ms(sp, n) + catchup);
+    return tokens_per_ms(sp, tokens, fed, draft_ms(sp, n, sp->k) + catchup);
 }
 
 /* The k[] that maximizes rate(): the draft-model sequences at one level for all (their
@@ -495,9 +501,25 @@ static int32_t draft_pick(inferd_engine *e, sequence *s, const float *row) {
     return sampler_sample_at(&gp, st, row, e->n_vocab, 0, 0, &e->scratch);
 }
 
+/* Whether the draft gives its pick id less than p_min probability (the softmax of its
+ * row over the n ids it computes; p_min 0: never). Such a draft is seldom accepted, and
+ * the drafts after it still less: on the 1.5B / 0.5B Qwen pair, drafts below 0.2 were
+ * accepted 2-13% of the time, against 74-91% overall (docs/speculative.md). The sum
+ * stops once it shows p < p_min; terms 30 below the pick's logit cannot matter. */
+static bool draft_unsure(const float *row, int32_t n, int32_t id, float p_min) {
+    if (!(p_min > 0) || id < 0 || id >= n) return false;
+    const float x = row[id], lo = x - 30.0f, lim = 1.0f / p_min;
+    float z = 0;
+    for (int32_t j = 0; j < n; j++)
+        if (row[j] > lo && (z += expf(row[j] - x)) > lim) return true;
+    return false;
+}
+
 /* The draft model's rounds for the candidates with src 2 and k > 0; each ends with
- * k set to the drafts it got (written after its known tokens). Returns whether the
- * first round fed no more than the cost model's need (no catch-up). */
+ * k set to the drafts it got (written after its known tokens), and got[] the rounds it
+ * took part in. A draft the draft model is unsure of (draft_unsure) ends the
+ * candidate's rounds and is not proposed. Returns whether the first round fed no more
+ * than the cost model's need (no catch-up). */
 static bool run_draft(inferd_engine *e, int32_t n) {
     spec_state *sp = &e->spec;
     draft *d = sp->d;
@@ -553,8 +575,14 @@ static bool run_draft(inferd_engine *e, int32_t n) {
             sp->k[i] = 0;
             continue;
         }
-        q->tokens[q->n_tokens] = draft_pick(e, s, draft_logits(d, jobs[j].row));
+        const float *row = draft_logits(d, jobs[j].row);
+        q->tokens[q->n_tokens] = draft_pick(e, s, row);
         got[i] = 1;
+        if (draft_unsure(row, sp->d_rows, q->tokens[q->n_tokens], sp->p_min)) {
+            sp->cnt.spec_draft_unsure++;
+            sp->k[i] = 0;
+            continue;
+        }
         L = IFD_MAX(L, sp->k[i]);
     }
     for (int32_t r = 1; r < L && rc == IFD_OK; r++) {
@@ -572,8 +600,13 @@ static bool run_draft(inferd_engine *e, int32_t n) {
             const int32_t i = who[j];
             sched_seq *q = sp->cand[i];
             if (rc != IFD_OK || jobs[j].failed) continue; /* keeps the r drafts it has */
-            q->tokens[q->n_tokens + r] = draft_pick(e, seq_of(q), draft_logits(d, jobs[j].row));
+            const float *row = draft_logits(d, jobs[j].row);
+            q->tokens[q->n_tokens + r] = draft_pick(e, seq_of(q), row);
             got[i]++;
+            if (draft_unsure(row, sp->d_rows, q->tokens[q->n_tokens + r], sp->p_min)) {
+                sp->cnt.spec_draft_unsure++;
+                sp->k[i] = r; /* no later round: k <= r below */
+            }
         }
     }
     for (int32_t i = 0; i < n; i++)
@@ -652,9 +685,9 @@ int spec_propose(inferd_engine *e) {
     if (sp->d) {
         /* the draft's measured time against the model's: a correction factor, learnt
          * from steady rounds only (a catch-up is the one-time cost the model leaves out) */
-        const double pred = draft_ms(sp, n), t0 = ifd_now_s();
+        const double t0 = ifd_now_s();
         const bool steady = run_draft(e, n);
-        const double ms = (ifd_now_s() - t0) * 1e3;
+        const double ms = (ifd_now_s() - t0) * 1e3, pred = draft_ms(sp, n, sp->got); /* the rounds run */
         if (pred > 0 && steady && !sp->debug_costs)
             sp->f_draft = 0.9 * sp->f_draft + 0.1 * IFD_MIN(4.0, IFD_MAX(0.25, ms / pred));
     }

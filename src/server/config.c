@@ -139,6 +139,9 @@ static const cfg_opt OPTS[] = {
      "start (--no-speculative-adaptive: always K)"},
     {"speculative-min-acceptance", NULL, S | G | B, CFG_FLOAT, O(spec_min_acceptance), "0.3", 0, 1, NULL,
      false, "a sequence whose acceptance falls below this stops speculating for 128 tokens (doubling each time)"},
+    {"draft-p-min", NULL, S | G | B, CFG_FLOAT, O(draft_p_min), "0.2", 0, 1, NULL, false,
+     "a draft-model token the draft gives less than this probability ends that sequence's drafts for "
+     "the step and is not verified (0: off)"},
     /* ---- quantize ---- */
     {"type", NULL, Q, CFG_ENUM, O(quant_type), NULL, 0, 0, "q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4", false,
      "the weight type of the file written (q8_0 ... q6_k: the ggml types llama.cpp reads; int8 / "
@@ -599,6 +602,7 @@ void config_engine_options(const server_config *c, inferd_engine_options *o) {
     o->ngram_max = (int32_t)c->ngram_max;
     o->speculative_adaptive = c->speculative_adaptive;
     o->spec_min_acceptance = c->spec_min_acceptance;
+    o->draft_p_min = c->draft_p_min;
 }
 
 static int load_file(server_config *c, const char *path, char *err, size_t eb) {

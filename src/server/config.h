@@ -140,6 +140,7 @@ typedef struct server_config {
     int64_t ngram_min, ngram_max;
     bool speculative_adaptive;
     double spec_min_acceptance;
+    double draft_p_min;
     bool quant_report;           /* quantize --report */
     double ppl_budget;           /* quantize --ppl-budget, percent */
     /* quantize */

@@ -146,6 +146,10 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
             st->spec_remeasured);
     counter(o, "inferd_spec_decode_draft_forwards_total", "Draft model forwards run.",
             st->spec_draft_forwards);
+    counter(o, "inferd_spec_decode_draft_unsure_total",
+            "Draft-model tokens not verified: the draft gave them less than --draft-p-min (each ends its "
+            "sequence's drafts for the step).",
+            st->spec_draft_unsure);
     counter(o, "inferd_spec_decode_ngram_draft_tokens_total",
             "Draft tokens verified that the n-gram proposer made (the rest: the draft model's).",
             st->spec_ngram_proposed);

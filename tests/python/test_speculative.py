@@ -75,6 +75,7 @@ def test_serve_metrics(shared_models):
         assert m["inferd_spec_decode_num_emitted_tokens_total"] == (
             m["inferd_spec_decode_num_accepted_tokens_total"] + m["inferd_spec_decode_num_verifications_total"])
         assert m["inferd_spec_decode_remeasured_total"] >= 0 and m["inferd_spec_decode_switched_off_total"] >= 0
+        assert m["inferd_spec_decode_draft_unsure_total"] >= 0
         # the draft model alone: the n-gram proposer's share is nothing
         assert m["inferd_spec_decode_ngram_draft_tokens_total"] == 0
         assert m["inferd_spec_decode_ngram_accepted_tokens_total"] == 0
@@ -103,3 +104,11 @@ def test_bench_reports(inferd_bin, shared_models, repo_root):
     ng_v, ng_a = int(rows["n-gram verified / accepted"][0]), int(rows["n-gram verified / accepted"][2])
     assert 0 < ng_v <= int(rows["draft tokens verified"][0]), r.stdout
     assert 0 <= ng_a <= min(ng_v, int(rows["draft tokens accepted"][0])), r.stdout
+    # --draft-p-min 1: every draft is below it (none has probability 1), so the draft
+    # runs but nothing is verified, and bench counts the dropped drafts
+    r = bench("shakespeare-prose.txt", "--no-speculative-adaptive", "--draft-p-min", "1")
+    rows = {l[:28].strip(): l[28:].split() for l in r.stdout.splitlines() if len(l) > 28}
+    assert int(rows["draft tokens unsure"][0]) > 0, r.stdout
+    assert int(rows["draft tokens verified"][0]) == 0, r.stdout
+    js = json.loads(r.stdout.strip().splitlines()[-1])
+    assert js["output_tokens"] == 4 * 32 and js["spec_verifications"] == 0

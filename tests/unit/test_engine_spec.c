@@ -79,6 +79,7 @@ typedef struct spec_cfg {
     bool adaptive;
 } spec_cfg;
 static int32_t g_dvocab; /* --draft-vocab of the next engine */
+static double g_pmin = -1; /* --draft-p-min of the next engine (< 0: the default) */
 
 static void opts(inferd_engine_options *o, const spec_cfg *c) {
     inferd_engine_options_default(o);
@@ -97,6 +98,7 @@ static void opts(inferd_engine_options *o, const spec_cfg *c) {
         o->num_speculative_tokens = c->K;
         o->speculative_adaptive = c->adaptive;
         o->draft_vocab = g_dvocab; /* a device backend keeps the whole head (a warning) */
+        if (g_pmin >= 0) o->draft_p_min = g_pmin;
     }
 }
 
@@ -325,7 +327,9 @@ static void dist_case(float top_p, float rep) {
     CHECKF(same == NRUN, "top_p %.2f rep %.2f: %d of %d seeded runs identical", top_p, rep, same, NRUN);
     /* other seeds: the same distribution */
     CHECK(run_seeded(&c, false, 900000, top_p, rep, DR[1]));
+    g_pmin = 0; /* the wrong rule on every draft (the default drops the unsure ones) */
     CHECK(run_seeded(&c, true, 900000, top_p, rep, DR[2]));
+    g_pmin = -1;
     for (int pos = -1; pos < 3; pos++) {
         const double p_ok = chi2_p(DR[0], DR[1], pos), p_bad = chi2_p(DR[0], DR[2], pos);
         fprintf(stderr, "  top_p %.2f rep %.2f token %d: p = %.4f with speculation, %.3g accepting every draft\n",
@@ -603,6 +607,51 @@ static void test_adaptive_gate_each(void) {
     CHECKF(st.spec_draft_forwards > 0, "free draft rounds: %llu draft forwards", (unsigned long long)st.spec_draft_forwards);
 }
 
+/* --draft-p-min: a draft the draft model gives less than p_min probability ends its
+ * sequence's drafts for the step and is not verified. Fixed K = 4, greedy, the 16
+ * prompts alone: the output stays plain decoding's; at 0 nothing is dropped; at 0.5
+ * drafts are dropped, fewer are verified, and those verified are accepted more often
+ * (the dropped ones were the likely misses); at 1 every draft is dropped (none has
+ * probability 1), so nothing is verified though the draft runs. Out of range: refused. */
+static void test_draft_unsure(void) {
+    make_prompts();
+    inferd_engine_options o;
+    opts(&o, NULL);
+    CHECK(run(&o, true, R0, NULL));
+    const spec_cfg c = {DRAFT, false, 4, false};
+    inferd_stats st[3];
+    static const double pm[3] = {0, 0.5, 1};
+    for (int i = 0; i < 3; i++) {
+        opts(&o, &c);
+        o.draft_p_min = pm[i];
+        CHECK(run(&o, true, R1, &st[i]));
+        char what[64];
+        snprintf(what, sizeof what, "draft-p-min %.1f", pm[i]);
+        CHECKF(compare(R0, R1, what) == 0, "%s", what);
+        fprintf(stderr, "  %s: %llu / %llu accepted, %llu dropped, %llu draft forwards\n", what,
+                (unsigned long long)st[i].spec_accepted, (unsigned long long)st[i].spec_proposed,
+                (unsigned long long)st[i].spec_draft_unsure, (unsigned long long)st[i].spec_draft_forwards);
+        CHECK(st[i].kv_blocks_used == 0);
+    }
+    CHECK(st[0].spec_draft_unsure == 0 && st[0].spec_proposed > 0);
+    CHECK(st[1].spec_draft_unsure > 0 && st[1].spec_proposed < st[0].spec_proposed);
+    CHECKF(st[1].spec_accepted * st[0].spec_proposed > st[0].spec_accepted * st[1].spec_proposed,
+           "acceptance %llu / %llu at 0.5, %llu / %llu at 0", (unsigned long long)st[1].spec_accepted,
+           (unsigned long long)st[1].spec_proposed, (unsigned long long)st[0].spec_accepted,
+           (unsigned long long)st[0].spec_proposed);
+    CHECK(st[2].spec_proposed == 0 && st[2].spec_verifications == 0 && st[2].spec_draft_unsure > 0 &&
+          st[2].spec_draft_forwards > 0);
+    static const double bad[2] = {1.5, -0.1};
+    for (int i = 0; i < 2; i++) {
+        opts(&o, &c);
+        o.draft_p_min = bad[i];
+        char err[256] = "";
+        inferd_engine *e = NULL;
+        CHECK(inferd_engine_create(&e, &o, err, sizeof err) == INFERD_ERR_INVALID && e == NULL);
+        CHECKF(strstr(err, "draft-p-min") != NULL, "%s", err);
+    }
+}
+
 static void test_vocab_mismatch(void) {
     /* the target as a draft for itself passes; a file with another vocabulary is refused */
     inferd_engine_options o;
@@ -625,4 +674,4 @@ static void test_vocab_mismatch(void) {
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
           T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_adaptive_load),
           T(test_adaptive_forgets), T(test_adaptive_seen), T(test_adaptive_sources), T(test_adaptive_gate_each),
-          T(test_vocab_mismatch))
+          T(test_draft_unsure), T(test_vocab_mismatch))
