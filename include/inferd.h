@@ -114,9 +114,10 @@ typedef struct inferd_engine_options {
                                        K (what the proposer has), for tests */
     double spec_min_acceptance;     /* a sequence whose acceptance falls below this stops
                                        speculating for a while (default 0.3) */
-    double draft_p_min;             /* a draft-model token that the draft itself gives less
-                                       than this probability ends the sequence's drafts for
-                                       the step and is not proposed (default 0.2; 0: off) */
+    double draft_p_min;             /* a draft-model token after the first that the draft
+                                       itself gives less than this probability ends the
+                                       sequence's drafts for the step and is not proposed
+                                       (0, the default: off) */
 } inferd_engine_options;
 
 void inferd_engine_options_default(inferd_engine_options *o);

@@ -54,7 +54,7 @@ void inferd_engine_options_default(inferd_engine_options *o) {
     o->ngram_max = 4;
     o->speculative_adaptive = true;
     o->spec_min_acceptance = 0.3;
-    o->draft_p_min = 0.2;
+    o->draft_p_min = 0; /* off: not shown to pay (docs/speculative.md, 2026-12-07 (night)) */
 }
 
 void inferd_sampling_default(inferd_sampling *s) {

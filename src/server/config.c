@@ -139,9 +139,9 @@ static const cfg_opt OPTS[] = {
      "start (--no-speculative-adaptive: always K)"},
     {"speculative-min-acceptance", NULL, S | G | B, CFG_FLOAT, O(spec_min_acceptance), "0.3", 0, 1, NULL,
      false, "a sequence whose acceptance falls below this stops speculating for 128 tokens (doubling each time)"},
-    {"draft-p-min", NULL, S | G | B, CFG_FLOAT, O(draft_p_min), "0.2", 0, 1, NULL, false,
-     "a draft-model token the draft gives less than this probability ends that sequence's drafts for "
-     "the step and is not verified (0: off)"},
+    {"draft-p-min", NULL, S | G | B, CFG_FLOAT, O(draft_p_min), "0", 0, 1, NULL, false,
+     "a draft-model token after the first that the draft gives less than this probability ends that "
+     "sequence's drafts for the step and is not verified (0: off)"},
     /* ---- quantize ---- */
     {"type", NULL, Q, CFG_ENUM, O(quant_type), NULL, 0, 0, "q8_0|q4_0|q4_k|q5_k|q6_k|int8|int4", false,
      "the weight type of the file written (q8_0 ... q6_k: the ggml types llama.cpp reads; int8 / "
