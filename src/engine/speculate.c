@@ -39,6 +39,7 @@
 #include "../util/log.h"
 #include "engine_internal.h"
 #include "engine_tap.h"
+#include "logprobs.h"
 #include "spec.h"
 
 #define SPEC_PRIOR 0.6f    /* the acceptance assumed before any observation */
@@ -479,9 +480,10 @@ static void choose_k(spec_state *sp, int32_t n, int32_t n_plain) {
  * goes to the n-gram, which costs no forward. */
 static int32_t pick_source(const spec_state *sp, const sequence *s, int32_t m, int32_t cap,
                            int32_t n_other, int32_t need, double catchup) {
-    double best[2] = {0, 0}; /* [0] the n-gram, [1] the draft */
+    static const int32_t SRC_OF[2] = {SRC_NGRAM, SRC_DRAFT}; /* prop_ix's inverse */
+    double best[2] = {0, 0};
     for (int p = 0; p < 2; p++) {
-        const double a = alpha_of(sp, s, p == prop_ix(SRC_NGRAM) ? SRC_NGRAM : SRC_DRAFT);
+        const double a = alpha_of(sp, s, SRC_OF[p]);
         double dms = 0;
         for (int32_t k = 1; k <= (p ? cap : m); k++) {
             const double ex = expected_tokens(a, k);
@@ -504,15 +506,10 @@ static int32_t draft_pick(inferd_engine *e, sequence *s, const float *row) {
 /* Whether the draft gives its pick id less than p_min probability (the softmax of its
  * row over the n ids it computes; p_min 0: never). Such a draft is seldom accepted, and
  * the drafts after it still less: on the 1.5B / 0.5B Qwen pair, drafts below 0.2 were
- * accepted 2-13% of the time, against 74-91% overall (docs/speculative.md). The sum
- * stops once it shows p < p_min; terms 30 below the pick's logit cannot matter. */
+ * accepted 2-13% of the time, against 74-91% overall (docs/speculative.md). */
 static bool draft_unsure(const float *row, int32_t n, int32_t id, float p_min) {
     if (!(p_min > 0) || id < 0 || id >= n) return false;
-    const float x = row[id], lo = x - 30.0f, lim = 1.0f / p_min;
-    float z = 0;
-    for (int32_t j = 0; j < n; j++)
-        if (row[j] > lo && (z += expf(row[j] - x)) > lim) return true;
-    return false;
+    return (double)row[id] - logprobs_logsumexp(row, n) < log((double)p_min);
 }
 
 /* The draft model's rounds for the candidates with src 2 and k > 0; each ends with

@@ -93,6 +93,9 @@ def test_bench_reports(inferd_bin, shared_models, repo_root):
         assert r.returncode == 0, r.stderr
         return r
 
+    def table(r):  # bench's "name   value" rows
+        return {l[:28].strip(): l[28:].split() for l in r.stdout.splitlines() if len(l) > 28}
+
     r = bench("shakespeare-prose.txt", "--no-speculative-adaptive")
     assert "acceptance rate" in r.stdout and "k histogram" in r.stdout and "re-measured" in r.stdout
     js = json.loads(r.stdout.strip().splitlines()[-1])
@@ -100,14 +103,14 @@ def test_bench_reports(inferd_bin, shared_models, repo_root):
     assert 0 < js["spec_acceptance"] <= 1 and js["spec_verifications"] > 0
     # both proposers: the n-gram's share of the verified and accepted drafts, within the totals
     r = bench("repeat.txt", "--speculative-ngram")
-    rows = {l[:28].strip(): l[28:].split() for l in r.stdout.splitlines() if len(l) > 28}
+    rows = table(r)
     ng_v, ng_a = int(rows["n-gram verified / accepted"][0]), int(rows["n-gram verified / accepted"][2])
     assert 0 < ng_v <= int(rows["draft tokens verified"][0]), r.stdout
     assert 0 <= ng_a <= min(ng_v, int(rows["draft tokens accepted"][0])), r.stdout
     # --draft-p-min 1: every draft but the first is below it (none has probability 1):
     # one draft per verification, and bench counts the dropped ones
     r = bench("shakespeare-prose.txt", "--no-speculative-adaptive", "--draft-p-min", "1")
-    rows = {l[:28].strip(): l[28:].split() for l in r.stdout.splitlines() if len(l) > 28}
+    rows = table(r)
     assert int(rows["draft tokens unsure"][0]) > 0, r.stdout
     js = json.loads(r.stdout.strip().splitlines()[-1])
     assert js["output_tokens"] == 4 * 32 and js["spec_verifications"] > 0

@@ -327,7 +327,7 @@ static void dist_case(float top_p, float rep) {
     CHECKF(same == NRUN, "top_p %.2f rep %.2f: %d of %d seeded runs identical", top_p, rep, same, NRUN);
     /* other seeds: the same distribution */
     CHECK(run_seeded(&c, false, 900000, top_p, rep, DR[1]));
-    g_pmin = 0; /* the wrong rule on every draft (the default drops the unsure ones) */
+    g_pmin = 0; /* the wrong rule on every draft, whatever --draft-p-min's default */
     CHECK(run_seeded(&c, true, 900000, top_p, rep, DR[2]));
     g_pmin = -1;
     for (int pos = -1; pos < 3; pos++) {
@@ -562,7 +562,8 @@ static void test_adaptive_seen(void) {
 static void test_adaptive_sources(void) {
     inferd_stats st0, st;
     g_draft = TARGET;
-    g_pmin = 0; /* its unsure guesses are right too (greedy), as no real draft's are */
+    g_pmin = 0; /* its unsure guesses are right too (greedy), as no real draft's are:
+                   whatever --draft-p-min's default, none is dropped */
     CHECK(adaptive_run(1, 0, 0.3, 4, MAX_OUT, &st0));
     g_both = true;
     CHECK(adaptive_run(1, 0, 0.3, 4, MAX_OUT, &st));
