@@ -543,6 +543,47 @@ static void test_adaptive_forgets(void) {
  * pays alone, as test_adaptive_load checks), forwards of 2 .. 4 tokens seen at 40 ms
  * (3 of each) leave the sequence plain; sizes 1 .. 4 seen at the table's own values,
  * it still speculates. */
+/* A sequence switched off (its draft computes 5 ids, so none is ever accepted; the
+ * default threshold 0.3) decodes plainly for SPEC_RETRY = 32 tokens, then is measured
+ * again from the prior and switched off again, all within 48 tokens (a retry after 128,
+ * as before, left prose answers plain to their end). */
+static void test_adaptive_retry(void) {
+    inferd_stats st;
+    CHECK(adaptive_run(1, 5, 0.3, 1, MAX_OUT, &st));
+    fprintf(stderr, "  %llu verifications, switched off %llu times, %llu plain steps\n",
+            (unsigned long long)st.spec_verifications, (unsigned long long)st.spec_switched_off,
+            (unsigned long long)st.spec_k_hist[0]);
+    CHECKF(st.spec_accepted == 0 && st.spec_switched_off == 2, "accepted %llu, switched off %llu",
+           (unsigned long long)st.spec_accepted, (unsigned long long)st.spec_switched_off);
+    CHECKF(st.spec_verifications >= 12 && st.spec_k_hist[0] >= 32, "%llu verifications, %llu plain steps",
+           (unsigned long long)st.spec_verifications, (unsigned long long)st.spec_k_hist[0]);
+}
+
+/* The gate's margin is for exploration only: a measured sequence speculates wherever its
+ * acceptance promises any gain. Rows at 10 ms for one token and 12.4 for two, dearer
+ * beyond (so k = 1), draft rounds nearly free, no switching off: a measured acceptance
+ * a promises (1 + a) / 1.24, over 1 from a = 0.24 on, over the margin 1.1 only from
+ * 0.364. These sequences accept about half their drafts, their moving averages often
+ * dip below 0.364: with the margin for all (before) this run had 82 verifications and
+ * 68 plain steps, now 109 and 23 (the run is deterministic: greedy, fixed costs). */
+static void test_adaptive_margin(void) {
+    static const double rows[] = {10, 12.4, 1000, 2000}, rounds[] = {0.1, 0.1, 0.1, 0.1, 1};
+    inferd_stats st;
+    g_cms = rows;
+    g_dms = rounds;
+    const bool ok = adaptive_run(1, 0, 0.01, 4, MAX_OUT, &st);
+    g_cms = NULL;
+    g_dms = NULL;
+    CHECK(ok);
+    fprintf(stderr, "  %llu verifications, %llu / %llu accepted, %llu plain steps, %llu re-measured\n",
+            (unsigned long long)st.spec_verifications, (unsigned long long)st.spec_accepted,
+            (unsigned long long)st.spec_proposed, (unsigned long long)st.spec_k_hist[0],
+            (unsigned long long)st.spec_remeasured);
+    CHECKF(st.spec_verifications > 0 && 2 * st.spec_k_hist[0] < st.spec_verifications,
+           "%llu plain steps, %llu verifications", (unsigned long long)st.spec_k_hist[0],
+           (unsigned long long)st.spec_verifications);
+}
+
 static void test_adaptive_seen(void) {
     inferd_stats st;
     static const double dear[] = {10, 40, 40, 40}, cheap[] = {10, 10.5, 10.75, 11};
@@ -677,5 +718,5 @@ static void test_vocab_mismatch(void) {
 
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
           T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_adaptive_load),
-          T(test_adaptive_forgets), T(test_adaptive_seen), T(test_adaptive_sources), T(test_adaptive_gate_each),
+          T(test_adaptive_forgets), T(test_adaptive_retry), T(test_adaptive_margin), T(test_adaptive_seen), T(test_adaptive_sources), T(test_adaptive_gate_each),
           T(test_draft_unsure), T(test_vocab_mismatch))
