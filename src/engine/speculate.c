@@ -27,10 +27,11 @@
  * sequence not yet measured gets SPEC_PROBE drafts so that its acceptance is learnt,
  * but only where a gate says speculation could pay at all this step (an optimistic
  * acceptance, SPEC_GATE_ALPHA, must promise SPEC_GATE_GAIN, with the sequences still
- * prefilling counted as decodes; where all are measured, any gain opens it): on a machine
- * where a verification or a draft round costs too much, no step pays for exploration. A measured sequence left plain forgets
- * its acceptance after SPEC_IDLE steps (doubling), and probes again where the gate lets
- * it. The draft's catch-up of a sequence counts, spread over the tokens it has left. */
+ * prefilling counted as decodes; where all are measured, any gain opens it): on a
+ * machine where a verification or a draft round costs too much, no step pays for
+ * exploration. A measured sequence left plain forgets its acceptance after SPEC_IDLE
+ * steps (doubling), and probes again where the gate lets it. The draft's catch-up of a
+ * sequence counts, spread over the tokens it has left. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,18 +422,18 @@ static void hide_others(spec_state *sp, int32_t n, int32_t src, bool hide) {
  * candidates are measured, any gain opens it (a margin there kept a prose answer's
  * sequence at a measured 0.47 plain for 16 steps, then 32, while its acceptance rose). */
 static bool gate_open(spec_state *sp, int32_t n, int32_t src) {
-    bool has = false;
-    for (int32_t i = 0; i < n; i++) has = has || sp->src[i] == src;
+    bool has = false, learning = false;
+    for (int32_t i = 0; i < n; i++)
+        if (sp->src[i] == src) {
+            has = true;
+            learning = learning || seq_of(sp->cand[i])->spec_obs[prop_ix(src)] < SPEC_MIN_OBS;
+        }
     if (!has) return false;
     hide_others(sp, n, src, true);
     for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
     const double plain = rate(sp, n), best = optimize(sp, n, false);
     hide_others(sp, n, src, false);
-    bool learning = false;
-    for (int32_t i = 0; i < n; i++) {
-        sp->k[i] = 0;
-        learning = learning || (sp->src[i] == src && seq_of(sp->cand[i])->spec_obs[prop_ix(src)] < SPEC_MIN_OBS);
-    }
+    for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
     return best > plain * (learning ? SPEC_GATE_GAIN : 1.0);
 }
 
