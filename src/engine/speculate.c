@@ -286,12 +286,16 @@ void spec_seq_done(inferd_engine *e, sequence *s) {
 
 /* ---- choosing k ------------------------------------------------------------------------ */
 
+/* Whether s is still learning proposer src's acceptance (too few observations to use or
+ * to switch it off by). */
+static bool learning(const sequence *s, int32_t src) { return s->spec_obs[prop_ix(src)] < SPEC_MIN_OBS; }
+
 /* The acceptance of proposer src (1 n-gram, 2 the draft model; 0: none) for s.
  * sp->optimistic (the gate): an acceptance not yet measured counts as SPEC_GATE_ALPHA. */
 static float alpha_of(const spec_state *sp, const sequence *s, int32_t src) {
     if (src != SRC_NGRAM && src != SRC_DRAFT) return 0.0f;
     const int p = prop_ix(src);
-    if (s->spec_obs[p] >= SPEC_MIN_OBS) return s->spec_alpha[p];
+    if (!learning(s, src)) return s->spec_alpha[p];
     if (sp->optimistic) return SPEC_GATE_ALPHA;
     return s->spec_obs[p] > 0 ? s->spec_alpha[p] : SPEC_PRIOR;
 }
@@ -380,7 +384,7 @@ static double optimize(spec_state *sp, int32_t n, bool probe) {
         /* exploration: a sequence with fewer than SPEC_MIN_OBS observations gets at
          * least SPEC_PROBE drafts, or its acceptance would never be measured */
         for (int32_t i = 0; i < n; i++)
-            if (sp->src[i] > 0 && sp->cap[i] > 0 && seq_of(sp->cand[i])->spec_obs[prop_ix(sp->src[i])] < SPEC_MIN_OBS)
+            if (sp->src[i] > 0 && sp->cap[i] > 0 && learning(seq_of(sp->cand[i]), sp->src[i]))
                 sp->k[i] = IFD_MAX(sp->k[i], IFD_MIN(sp->cap[i], SPEC_PROBE));
         best = rate(sp, n);
     }
@@ -422,11 +426,11 @@ static void hide_others(spec_state *sp, int32_t n, int32_t src, bool hide) {
  * candidates are measured, any gain opens it (a margin there kept a prose answer's
  * sequence at a measured 0.47 plain for 16 steps, then 32, while its acceptance rose). */
 static bool gate_open(spec_state *sp, int32_t n, int32_t src) {
-    bool has = false, learning = false;
+    bool has = false, any_learning = false;
     for (int32_t i = 0; i < n; i++)
         if (sp->src[i] == src) {
             has = true;
-            learning = learning || seq_of(sp->cand[i])->spec_obs[prop_ix(src)] < SPEC_MIN_OBS;
+            any_learning = any_learning || learning(seq_of(sp->cand[i]), src);
         }
     if (!has) return false;
     hide_others(sp, n, src, true);
@@ -434,7 +438,7 @@ static bool gate_open(spec_state *sp, int32_t n, int32_t src) {
     const double plain = rate(sp, n), best = optimize(sp, n, false);
     hide_others(sp, n, src, false);
     for (int32_t i = 0; i < n; i++) sp->k[i] = 0;
-    return best > plain * (learning ? SPEC_GATE_GAIN : 1.0);
+    return best > plain * (any_learning ? SPEC_GATE_GAIN : 1.0);
 }
 
 /* n_plain: the sequences that are not candidates this step (still prefilling, or
@@ -675,7 +679,7 @@ int spec_propose(inferd_engine *e) {
             continue;
         }
         const int p = prop_ix(sp->src[i]);
-        if (sp->k[i] > 0 || sp->cap[i] == 0 || s->spec_obs[p] < SPEC_MIN_OBS) {
+        if (sp->k[i] > 0 || sp->cap[i] == 0 || learning(s, sp->src[i])) {
             s->spec_idle[p] = 0;
         } else if (++s->spec_idle[p] >= IFD_MAX(s->spec_idle_max[p], SPEC_IDLE)) {
             s->spec_obs[p] = 0; /* the prior again */
@@ -747,7 +751,7 @@ void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {
     if (a < k) al *= 1.0f - SPEC_EMA;
     s->spec_alpha[p] = al;
     s->spec_obs[p] += a + (a < k);
-    if (sp->adaptive && s->spec_obs[p] >= SPEC_MIN_OBS && al < sp->min_acceptance) {
+    if (sp->adaptive && !learning(s, src) && al < sp->min_acceptance) {
         s->spec_backoff[p] = s->spec_backoff[p] ? IFD_MIN(2 * s->spec_backoff[p], SPEC_RETRY_MAX) : SPEC_RETRY;
         s->spec_retry_at[p] = s->n_generated + a + 1 + s->spec_backoff[p];
         sp->cnt.spec_switched_off++;

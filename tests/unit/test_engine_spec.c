@@ -538,11 +538,6 @@ static void test_adaptive_forgets(void) {
            (unsigned long long)st.spec_k_hist[0], (unsigned long long)st.spec_remeasured);
 }
 
-/* The forwards seen while serving overrule the start-up table for their sizes: where the
- * table has a verification of 1 + 3 tokens at 11 ms against a decode's 10 (so k = 3
- * pays alone, as test_adaptive_load checks), forwards of 2 .. 4 tokens seen at 40 ms
- * (3 of each) leave the sequence plain; sizes 1 .. 4 seen at the table's own values,
- * it still speculates. */
 /* A sequence switched off (its draft computes 5 ids, so none is ever accepted; the
  * default threshold 0.3) decodes plainly for SPEC_RETRY = 32 tokens, then is measured
  * again from the prior and switched off again, all within 48 tokens (a retry after 128,
@@ -584,6 +579,11 @@ static void test_adaptive_margin(void) {
            (unsigned long long)st.spec_verifications);
 }
 
+/* The forwards seen while serving overrule the start-up table for their sizes: where the
+ * table has a verification of 1 + 3 tokens at 11 ms against a decode's 10 (so k = 3
+ * pays alone, as test_adaptive_load checks), forwards of 2 .. 4 tokens seen at 40 ms
+ * (3 of each) leave the sequence plain; sizes 1 .. 4 seen at the table's own values,
+ * it still speculates. */
 static void test_adaptive_seen(void) {
     inferd_stats st;
     static const double dear[] = {10, 40, 40, 40}, cheap[] = {10, 10.5, 10.75, 11};
@@ -718,5 +718,5 @@ static void test_vocab_mismatch(void) {
 
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
           T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_adaptive_load),
-          T(test_adaptive_forgets), T(test_adaptive_retry), T(test_adaptive_margin), T(test_adaptive_seen), T(test_adaptive_sources), T(test_adaptive_gate_each),
-          T(test_draft_unsure), T(test_vocab_mismatch))
+          T(test_adaptive_forgets), T(test_adaptive_retry), T(test_adaptive_margin), T(test_adaptive_seen),
+          T(test_adaptive_sources), T(test_adaptive_gate_each), T(test_draft_unsure), T(test_vocab_mismatch))
