@@ -307,6 +307,8 @@ typedef struct inferd_stats {
     uint64_t spec_k_hist[17];    /* k chosen per decoding sequence-step (0..16) */
     uint64_t spec_draft_unsure;  /* draft-model tokens dropped below draft_p_min (each ends its
                                     sequence's drafts for that step) */
+    uint64_t spec_rests;         /* times a proposer stopped exploring: its pooled acceptance over
+                                    all sequences' probes fell below the threshold */
 } inferd_stats;
 
 void inferd_engine_stats(inferd_engine *e, inferd_stats *st);

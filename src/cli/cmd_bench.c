@@ -265,6 +265,7 @@ int cli_bench(int argc, char **argv) {
                    (unsigned long long)es.spec_ngram_accepted);
         printf("%-28s %12llu\n", "speculation switched off", (unsigned long long)es.spec_switched_off);
         printf("%-28s %12llu\n", "speculation re-measured", (unsigned long long)es.spec_remeasured);
+        printf("%-28s %12llu\n", "proposer rests", (unsigned long long)es.spec_rests);
         if (eo.draft_model_path)
             printf("%-28s %12llu\n", "draft tokens unsure", (unsigned long long)es.spec_draft_unsure);
         printf("%-28s ", "k histogram (0..K)");
@@ -277,10 +278,10 @@ int cli_bench(int argc, char **argv) {
            "\"tpot_ms_p50\": %.2f, \"tpot_ms_p99\": %.2f, \"itl_ms_p50\": %.2f, \"itl_ms_p99\": %.2f, "
            "\"itl_ms_max\": %.2f, \"max_num_batched_tokens\": %d, "
            "\"max_num_seqs\": %d, \"scenario\": \"%s\", \"spec_acceptance\": %.4f, "
-           "\"spec_mean_accepted\": %.4f, \"spec_verifications\": %llu}\n",
+           "\"spec_mean_accepted\": %.4f, \"spec_verifications\": %llu, \"spec_rests\": %llu}\n",
            n_total, (long long)total_in, (long long)got_out, wall, (double)got_out / wall, ttft50,
            ttft99, tpot50, tpot99, itl50, itl99, itlmax, eo.max_num_batched_tokens, eo.max_num_seqs, scenario,
-           acc, mal, (unsigned long long)es.spec_verifications);
+           acc, mal, (unsigned long long)es.spec_verifications, (unsigned long long)es.spec_rests);
     inferd_engine_destroy(e);
     for (int i = 0; i < n_total; i++) free(prompts[i]);
     free(prompts);

@@ -773,6 +773,7 @@ void engine_update_stats(inferd_engine *e) {
     e->stats.spec_ngram_accepted = c->spec_ngram_accepted;
     e->stats.spec_device_rows = c->spec_device_rows;
     e->stats.spec_draft_unsure = c->spec_draft_unsure;
+    e->stats.spec_rests = c->spec_rests;
     memcpy(e->stats.spec_k_hist, c->spec_k_hist, sizeof c->spec_k_hist);
     e->pd.pub = e->pd.cnt;
     pthread_mutex_unlock(&e->mu);

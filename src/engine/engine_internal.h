@@ -180,6 +180,14 @@ typedef struct spec_state {
     bool optimistic;        /* choose_k's gate is being evaluated */
     int32_t n_plain;        /* the gate's plain decodes beside the candidates */
     int32_t *ngram_buf;     /* [max_num_seqs][K] */
+    /* per proposer (prop_ix), over all sequences: the drafts observed while sequences were
+     * still learning (their probes) and those accepted, decayed; a proposer whose pooled
+     * acceptance falls below min_acceptance rests: no sequence probes it (those measured
+     * go on) until `decodes` reaches rest_until; rest_len doubles while it stays low */
+    double pool_obs[2], pool_acc[2];
+    uint64_t decodes;       /* decoding sequence-steps so far (spec_propose's candidates) */
+    uint64_t rest_until[2];
+    int32_t rest_len[2];
     draft_job *jobs;
     inferd_stats cnt;     /* the spec_* counters */
     bool debug_accept_all; /* engine_spec_debug_accept_all (tests: a wrong rule) */

@@ -31,7 +31,11 @@
  * machine where a verification or a draft round costs too much, no step pays for
  * exploration. A measured sequence left plain forgets its acceptance after SPEC_IDLE
  * steps (doubling), and probes again where the gate lets it. The draft's catch-up of a
- * sequence counts, spread over the tokens it has left. */
+ * sequence counts, spread over the tokens it has left. The probes of all sequences are
+ * pooled per proposer: where their acceptance is below min_acceptance the proposer rests
+ * (no sequence probes it) for SPEC_REST decoding sequence-steps, doubling while it comes
+ * back as low, so a proposer that almost never agrees stops costing each new answer
+ * its exploration. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +58,11 @@
 #define SPEC_RETRY_MAX 2048
 #define SPEC_IDLE 16       /* steps a measured sequence left plain keeps its acceptance
                               (doubling, to SPEC_RETRY_MAX, each time it forgets it) */
+#define SPEC_POOL_MIN 12    /* probes pooled over sequences before a proposer may rest */
+#define SPEC_POOL_MAX 64    /* pooled probes beyond which the pool halves (a window) */
+#define SPEC_REST 256       /* decoding sequence-steps of a proposer's first rest (doubling,
+                               to SPEC_REST_MAX, while it rests again after each) */
+#define SPEC_REST_MAX 8192
 #define SPEC_CAL_MS 400.0  /* time the start-up cost measurement may take, each model */
 #define SPEC_OBS_MIN 3     /* forwards of one size seen before their average replaces the table */
 #define SPEC_OBS_W 0.2     /* weight of one seen forward in that average */
@@ -620,6 +629,37 @@ static bool run_draft(inferd_engine *e, int32_t n) {
     return steady;
 }
 
+/* Whether proposer src rests (see pool()): its sequences still learning do not probe. */
+static bool resting(const spec_state *sp, int32_t src) { return sp->decodes < sp->rest_until[prop_ix(src)]; }
+
+/* A probe of proposer src (a drafts accepted of obs observed, by a sequence still
+ * learning) into the pool of all sequences' probes. Where the pool holds SPEC_POOL_MIN
+ * and its acceptance is below min_acceptance, the proposer rests for rest_len decoding
+ * sequence-steps (SPEC_REST, doubling while it comes back as low): each probe episode
+ * costs a draft catch-up and some 6 verifications that a proposer which almost never
+ * agrees does not repay (on the EPYC, --draft-vocab 300: ~4 decodes an episode, two per
+ * 128-token answer). The pool keeps half its evidence when a rest starts, so one more
+ * episode after it decides. */
+static void pool(spec_state *sp, int32_t src, int32_t a, int32_t obs) {
+    const int p = prop_ix(src);
+    sp->pool_acc[p] += a;
+    sp->pool_obs[p] += obs;
+    if (sp->pool_obs[p] > SPEC_POOL_MAX) {
+        sp->pool_acc[p] *= 0.5;
+        sp->pool_obs[p] *= 0.5;
+    }
+    if (sp->pool_obs[p] < SPEC_POOL_MIN || resting(sp, src)) return;
+    if (sp->pool_acc[p] >= sp->min_acceptance * sp->pool_obs[p]) {
+        sp->rest_len[p] = 0; /* it pays again: a later rest starts short */
+        return;
+    }
+    sp->rest_len[p] = sp->rest_len[p] ? IFD_MIN(2 * sp->rest_len[p], SPEC_REST_MAX) : SPEC_REST;
+    sp->rest_until[p] = sp->decodes + (uint64_t)sp->rest_len[p];
+    sp->pool_acc[p] *= 0.5;
+    sp->pool_obs[p] *= 0.5;
+    sp->cnt.spec_rests++;
+}
+
 int spec_propose(inferd_engine *e) {
     spec_state *sp = &e->spec;
     if (!sp->on) return IFD_OK;
@@ -633,6 +673,7 @@ int spec_propose(inferd_engine *e) {
         int32_t cap = IFD_MIN(sp->K, s->max_tokens - s->n_generated - 1);
         cap = IFD_MAX(IFD_MIN(cap, e->max_model_len - q->n_tokens - 1), 0);
         int32_t c[2] = {sp->ngram ? cap : 0, sp->d ? cap : 0}; /* per proposer */
+        sp->decodes++;
         for (int p = 0; p < 2; p++)
             if (s->spec_retry_at[p] > 0) {
                 if (s->n_generated >= s->spec_retry_at[p]) {
@@ -642,6 +683,8 @@ int spec_propose(inferd_engine *e) {
                     c[p] = 0;
                 }
             }
+        for (int p = 0; p < 2; p++) /* a resting proposer: no probes (p + 1: prop_ix's inverse) */
+            if (resting(sp, p + 1) && learning(s, p + 1)) c[p] = 0;
         if (c[0] > 0)
             c[0] = spec_ngram_propose(q->tokens, q->n_tokens, sp->ngram_min, sp->ngram_max, c[0],
                                       sp->ngram_buf + (size_t)n * sp->K);
@@ -746,6 +789,7 @@ void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {
         sp->cnt.spec_ngram_proposed += (uint64_t)k;
         sp->cnt.spec_ngram_accepted += (uint64_t)a;
     }
+    if (sp->adaptive && learning(s, src)) pool(sp, src, a, a + (a < k));
     float al = alpha_of(sp, s, src);
     for (int32_t j = 0; j < a; j++) al += SPEC_EMA * (1.0f - al);
     if (a < k) al *= 1.0f - SPEC_EMA;

@@ -150,6 +150,10 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
             "Draft-model tokens not verified: the draft gave them less than --draft-p-min (each ends its "
             "sequence's drafts for the step).",
             st->spec_draft_unsure);
+    counter(o, "inferd_spec_decode_proposer_rests_total",
+            "Times a proposer stopped exploring: its acceptance pooled over all sequences' probes "
+            "fell below the threshold (measured sequences go on; new ones probe again later).",
+            st->spec_rests);
     counter(o, "inferd_spec_decode_ngram_draft_tokens_total",
             "Draft tokens verified that the n-gram proposer made (the rest: the draft model's).",
             st->spec_ngram_proposed);

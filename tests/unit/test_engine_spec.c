@@ -554,6 +554,31 @@ static void test_adaptive_retry(void) {
            (unsigned long long)st.spec_verifications, (unsigned long long)st.spec_k_hist[0]);
 }
 
+/* A proposer that never agrees rests: seven requests one at a time, each 48 tokens, a
+ * draft that computes 5 ids (none ever accepted). The first request probes twice (6
+ * probes, switched off, 32 tokens plain, 6 probes again): SPEC_POOL_MIN (12) pooled
+ * probes at acceptance 0, so the draft model rests for SPEC_REST (256) decoding
+ * sequence-steps. The next five requests never probe; the seventh probes once after the
+ * rest (the pool kept half its evidence, so one episode decides) and the draft rests
+ * again. Without the rest each request probed twice: 84 verifications, not 18. */
+static void test_adaptive_rest(void) {
+    inferd_stats st;
+    CHECK(adaptive_run(1, 5, 0.3, 7, MAX_OUT, &st));
+    fprintf(stderr, "  %llu verifications, switched off %llu times, %llu rests, %llu plain steps\n",
+            (unsigned long long)st.spec_verifications, (unsigned long long)st.spec_switched_off,
+            (unsigned long long)st.spec_rests, (unsigned long long)st.spec_k_hist[0]);
+    CHECKF(st.spec_accepted == 0 && st.spec_rests == 2 && st.spec_switched_off == 3,
+           "accepted %llu, %llu rests, switched off %llu", (unsigned long long)st.spec_accepted,
+           (unsigned long long)st.spec_rests, (unsigned long long)st.spec_switched_off);
+    CHECKF(st.spec_verifications == 18, "%llu verifications", (unsigned long long)st.spec_verifications);
+    /* a draft that agrees (the default: the shakespeare pair) does not rest */
+    CHECK(adaptive_run(1, 0, 0.3, 7, MAX_OUT, &st));
+    fprintf(stderr, "  agreeing draft: %llu / %llu accepted, %llu rests\n", (unsigned long long)st.spec_accepted,
+            (unsigned long long)st.spec_proposed, (unsigned long long)st.spec_rests);
+    CHECKF(st.spec_rests == 0 && st.spec_accepted > 0, "agreeing draft: %llu rests",
+           (unsigned long long)st.spec_rests);
+}
+
 /* The gate's margin is for exploration only: a measured sequence speculates wherever its
  * acceptance promises any gain. Rows at 10 ms for one token and 12.4 for two, dearer
  * beyond (so k = 1), draft rounds nearly free, no switching off: a measured acceptance
@@ -718,5 +743,6 @@ static void test_vocab_mismatch(void) {
 
 TEST_MAIN(T(test_greedy_identical), T(test_preemption), T(test_distribution),
           T(test_distribution_top_p_penalty), T(test_device_verify), T(test_n_fork), T(test_adaptive_load),
-          T(test_adaptive_forgets), T(test_adaptive_retry), T(test_adaptive_margin), T(test_adaptive_seen),
-          T(test_adaptive_sources), T(test_adaptive_gate_each), T(test_draft_unsure), T(test_vocab_mismatch))
+          T(test_adaptive_forgets), T(test_adaptive_retry), T(test_adaptive_rest), T(test_adaptive_margin),
+          T(test_adaptive_seen), T(test_adaptive_sources), T(test_adaptive_gate_each), T(test_draft_unsure),
+          T(test_vocab_mismatch))
