@@ -76,6 +76,7 @@ def test_serve_metrics(shared_models):
             m["inferd_spec_decode_num_accepted_tokens_total"] + m["inferd_spec_decode_num_verifications_total"])
         assert m["inferd_spec_decode_remeasured_total"] >= 0 and m["inferd_spec_decode_switched_off_total"] >= 0
         assert m["inferd_spec_decode_draft_unsure_total"] >= 0
+        assert m["inferd_spec_decode_proposer_rests_total"] >= 0
         # the draft model alone: the n-gram proposer's share is nothing
         assert m["inferd_spec_decode_ngram_draft_tokens_total"] == 0
         assert m["inferd_spec_decode_ngram_accepted_tokens_total"] == 0
@@ -84,11 +85,11 @@ def test_serve_metrics(shared_models):
 
 
 def test_bench_reports(inferd_bin, shared_models, repo_root):
-    def bench(prompts, *opts):
+    def bench(prompts, *opts, n=4):
         r = subprocess.run([str(inferd_bin), "bench", "-m", str(shared_models / "shakespeare-target.gguf"),
                             "--draft-model", str(shared_models / "shakespeare-draft.gguf"), *opts,
                             "--prompt-file", str(repo_root / "bench" / "prompts" / prompts),
-                            "--num-requests", "4", "--output-len-range", "32"],
+                            "--num-requests", str(n), "--output-len-range", "32"],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         return r
@@ -115,3 +116,11 @@ def test_bench_reports(inferd_bin, shared_models, repo_root):
     js = json.loads(r.stdout.strip().splitlines()[-1])
     assert js["output_tokens"] == 4 * 32 and js["spec_verifications"] > 0
     assert int(rows["draft tokens verified"][0]) == js["spec_verifications"], r.stdout
+    # a draft that never agrees (its logits cut to ids 0..4), 8 answers one at a time:
+    # the first two probe (6 drafts each, then switched off), then the proposer rests and
+    # the other six never probe (without the rest: 8 x 6 drafts)
+    r = bench("shakespeare-prose.txt", "--draft-vocab", "5", "--max-num-seqs", "1", n=8)
+    rows = table(r)
+    js = json.loads(r.stdout.strip().splitlines()[-1])
+    assert int(rows["proposer rests"][0]) == js["spec_rests"] >= 1, r.stdout
+    assert int(rows["draft tokens accepted"][0]) == 0 and int(rows["draft tokens verified"][0]) <= 18, r.stdout
