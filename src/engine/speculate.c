@@ -58,10 +58,10 @@
 #define SPEC_RETRY_MAX 2048
 #define SPEC_IDLE 16       /* steps a measured sequence left plain keeps its acceptance
                               (doubling, to SPEC_RETRY_MAX, each time it forgets it) */
-#define SPEC_POOL_MIN 12    /* probes pooled over sequences before a proposer may rest */
-#define SPEC_POOL_MAX 64    /* pooled probes beyond which the pool halves (a window) */
-#define SPEC_REST 256       /* decoding sequence-steps of a proposer's first rest (doubling,
-                               to SPEC_REST_MAX, while it rests again after each) */
+#define SPEC_POOL_MIN 12   /* probes pooled over sequences before a proposer may rest */
+#define SPEC_POOL_MAX 64   /* pooled probes beyond which the pool halves (a window) */
+#define SPEC_REST 256      /* decoding sequence-steps of a proposer's first rest (doubling,
+                              to SPEC_REST_MAX, while it rests again after each) */
 #define SPEC_REST_MAX 8192
 #define SPEC_CAL_MS 400.0  /* time the start-up cost measurement may take, each model */
 #define SPEC_OBS_MIN 3     /* forwards of one size seen before their average replaces the table */
@@ -72,6 +72,7 @@
  * arrays (spec_alpha[], spec_obs[], ...) are indexed by prop_ix(src). */
 enum { SRC_NGRAM = 1, SRC_DRAFT = 2 };
 static inline int prop_ix(int32_t src) { return (int)src - 1; }
+static const int32_t SRC_OF[2] = {SRC_NGRAM, SRC_DRAFT}; /* prop_ix's inverse */
 
 /* ---- cost tables ----------------------------------------------------------------------- */
 
@@ -500,7 +501,6 @@ static void choose_k(spec_state *sp, int32_t n, int32_t n_plain) {
  * goes to the n-gram, which costs no forward. */
 static int32_t pick_source(const spec_state *sp, const sequence *s, int32_t m, int32_t cap,
                            int32_t n_other, int32_t need, double catchup) {
-    static const int32_t SRC_OF[2] = {SRC_NGRAM, SRC_DRAFT}; /* prop_ix's inverse */
     double best[2] = {0, 0};
     for (int p = 0; p < 2; p++) {
         const double a = alpha_of(sp, s, SRC_OF[p]);
@@ -630,7 +630,9 @@ static bool run_draft(inferd_engine *e, int32_t n) {
 }
 
 /* Whether proposer src rests (see pool()): its sequences still learning do not probe. */
-static bool resting(const spec_state *sp, int32_t src) { return sp->decodes < sp->rest_until[prop_ix(src)]; }
+static bool resting(const spec_state *sp, int32_t src) {
+    return sp->decodes < sp->rest_until[prop_ix(src)];
+}
 
 /* A probe of proposer src (a drafts accepted of obs observed, by a sequence still
  * learning) into the pool of all sequences' probes. Where the pool holds SPEC_POOL_MIN
@@ -683,8 +685,8 @@ int spec_propose(inferd_engine *e) {
                     c[p] = 0;
                 }
             }
-        for (int p = 0; p < 2; p++) /* a resting proposer: no probes (p + 1: prop_ix's inverse) */
-            if (resting(sp, p + 1) && learning(s, p + 1)) c[p] = 0;
+        for (int p = 0; p < 2; p++) /* a resting proposer: no probes */
+            if (resting(sp, SRC_OF[p]) && learning(s, SRC_OF[p])) c[p] = 0;
         if (c[0] > 0)
             c[0] = spec_ngram_propose(q->tokens, q->n_tokens, sp->ngram_min, sp->ngram_max, c[0],
                                       sp->ngram_buf + (size_t)n * sp->K);
