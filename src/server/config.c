@@ -139,7 +139,8 @@ static const cfg_opt OPTS[] = {
      "start (--no-speculative-adaptive: always K)"},
     {"speculative-min-acceptance", NULL, S | G | B, CFG_FLOAT, O(spec_min_acceptance), "0.3", 0, 1, NULL,
      false, "a sequence whose acceptance falls below this stops speculating for 32 tokens (doubling each time); "
-     "a proposer whose probes over all sequences do, stops probing for 256 decode steps (doubling)"},
+     "a proposer whose probes, pooled over all sequences, fall below it stops probing for 256 decode "
+     "steps (doubling)"},
     {"draft-p-min", NULL, S | G | B, CFG_FLOAT, O(draft_p_min), "0", 0, 1, NULL, false,
      "a draft-model token after the first that the draft gives less than this probability ends that "
      "sequence's drafts for the step and is not verified (0: off)"},
