@@ -642,14 +642,16 @@ static bool resting(const spec_state *sp, int32_t src) {
  * agrees does not repay (on the EPYC, --draft-vocab 300: ~4 decodes an episode, two per
  * 128-token answer). The pool keeps half its evidence when a rest starts, so one more
  * episode after it decides. */
+static void halve_pool(spec_state *sp, int p) {
+    sp->pool_acc[p] *= 0.5;
+    sp->pool_obs[p] *= 0.5;
+}
+
 static void pool(spec_state *sp, int32_t src, int32_t a, int32_t obs) {
     const int p = prop_ix(src);
     sp->pool_acc[p] += a;
     sp->pool_obs[p] += obs;
-    if (sp->pool_obs[p] > SPEC_POOL_MAX) {
-        sp->pool_acc[p] *= 0.5;
-        sp->pool_obs[p] *= 0.5;
-    }
+    if (sp->pool_obs[p] > SPEC_POOL_MAX) halve_pool(sp, p);
     if (sp->pool_obs[p] < SPEC_POOL_MIN || resting(sp, src)) return;
     if (sp->pool_acc[p] >= sp->min_acceptance * sp->pool_obs[p]) {
         sp->rest_len[p] = 0; /* it pays again: a later rest starts short */
@@ -657,8 +659,7 @@ static void pool(spec_state *sp, int32_t src, int32_t a, int32_t obs) {
     }
     sp->rest_len[p] = sp->rest_len[p] ? IFD_MIN(2 * sp->rest_len[p], SPEC_REST_MAX) : SPEC_REST;
     sp->rest_until[p] = sp->decodes + (uint64_t)sp->rest_len[p];
-    sp->pool_acc[p] *= 0.5;
-    sp->pool_obs[p] *= 0.5;
+    halve_pool(sp, p);
     sp->cnt.spec_rests++;
 }
 
@@ -791,12 +792,13 @@ void spec_observe(inferd_engine *e, sequence *s, int32_t k, int32_t a) {
         sp->cnt.spec_ngram_proposed += (uint64_t)k;
         sp->cnt.spec_ngram_accepted += (uint64_t)a;
     }
-    if (sp->adaptive && learning(s, src)) pool(sp, src, a, a + (a < k));
+    const int32_t obs = a + (a < k); /* the accepted drafts and the first rejected one */
+    if (sp->adaptive && learning(s, src)) pool(sp, src, a, obs);
     float al = alpha_of(sp, s, src);
     for (int32_t j = 0; j < a; j++) al += SPEC_EMA * (1.0f - al);
     if (a < k) al *= 1.0f - SPEC_EMA;
     s->spec_alpha[p] = al;
-    s->spec_obs[p] += a + (a < k);
+    s->spec_obs[p] += obs;
     if (sp->adaptive && !learning(s, src) && al < sp->min_acceptance) {
         s->spec_backoff[p] = s->spec_backoff[p] ? IFD_MIN(2 * s->spec_backoff[p], SPEC_RETRY_MAX) : SPEC_RETRY;
         s->spec_retry_at[p] = s->n_generated + a + 1 + s->spec_backoff[p];
