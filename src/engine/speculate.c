@@ -634,6 +634,12 @@ static bool resting(const spec_state *sp, int32_t src) {
     return sp->decodes < sp->rest_until[prop_ix(src)];
 }
 
+/* Halves the pool of proposer index p (a window, and at the start of a rest). */
+static void halve_pool(spec_state *sp, int p) {
+    sp->pool_acc[p] *= 0.5;
+    sp->pool_obs[p] *= 0.5;
+}
+
 /* A probe of proposer src (a drafts accepted of obs observed, by a sequence still
  * learning) into the pool of all sequences' probes. Where the pool holds SPEC_POOL_MIN
  * and its acceptance is below min_acceptance, the proposer rests for rest_len decoding
@@ -642,11 +648,6 @@ static bool resting(const spec_state *sp, int32_t src) {
  * agrees does not repay (on the EPYC, --draft-vocab 300: ~4 decodes an episode, two per
  * 128-token answer). The pool keeps half its evidence when a rest starts, so one more
  * episode after it decides. */
-static void halve_pool(spec_state *sp, int p) {
-    sp->pool_acc[p] *= 0.5;
-    sp->pool_obs[p] *= 0.5;
-}
-
 static void pool(spec_state *sp, int32_t src, int32_t a, int32_t obs) {
     const int p = prop_ix(src);
     sp->pool_acc[p] += a;
