@@ -118,9 +118,14 @@ def test_bench_reports(inferd_bin, shared_models, repo_root):
     assert int(rows["draft tokens verified"][0]) == js["spec_verifications"], r.stdout
     # a draft that never agrees (its logits cut to ids 0..4), 8 answers one at a time:
     # the first two probe (6 verifications each, then switched off), then the proposer
-    # rests and the other six never probe (without the rest: 8 x 6 verifications)
+    # rests and the other six never probe (without the rest: 8 x 6 verifications).
+    # Every verification here is a probe (one observation each), and 12 pooled make the
+    # proposer rest; where the costs measured at start close the gate after the first
+    # episode (a loaded CI machine: 6 verifications), no second episode runs and no rest
+    # is needed
     r = bench("shakespeare-prose.txt", "--draft-vocab", "5", "--max-num-seqs", "1", n=8)
     rows = table(r)
     js = json.loads(r.stdout.strip().splitlines()[-1])
-    assert int(rows["proposer rests"][0]) == js["spec_rests"] >= 1, r.stdout
+    assert int(rows["proposer rests"][0]) == js["spec_rests"], r.stdout
+    assert js["spec_rests"] >= 1 or js["spec_verifications"] < 12, r.stdout
     assert int(rows["draft tokens accepted"][0]) == 0 and 0 < js["spec_verifications"] <= 18, r.stdout
