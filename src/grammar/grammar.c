@@ -604,7 +604,8 @@ int gram_compile(gram_builder *b, int32_t root, gram **out, char *err, size_t er
         for (int64_t k = 0; k < n_kept; k++) {
             const balt *al = &b->alts[alt_of[k]];
             g->alt_pos[k] = p;
-            memcpy(g->sym + p, b->syms + al->off, sizeof *g->sym * (size_t)al->n);
+            if (al->n) /* an empty alternative ("root ::=") may leave b->syms NULL */
+                memcpy(g->sym + p, b->syms + al->off, sizeof *g->sym * (size_t)al->n);
             p += al->n;
             g->sym[p++] = GSYM_END;
         }

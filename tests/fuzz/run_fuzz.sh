@@ -115,6 +115,7 @@ if [ "$grammar_secs" -gt 0 ]; then
         [ "$i" -ge 40 ] && break
     done
     printf '\x01root ::= obj\nobj ::= "{" ws (str ws ":" ws val ("," ws str ws ":" ws val)*)? "}"\nval ::= str | [0-9]+ | obj\nstr ::= "\\"" [a-z]* "\\""\nws ::= [ \\n]{0,2}\n' >"$gcorpus/seed-gbnf"
+    printf '\x01root ::=' >"$gcorpus/seed-gbnf-empty" # once a NULL + 0 in the compiler (UBSan)
     printf '\x02^[A-Z][a-z]{2,8}(, [a-z]+)*\\.$' >"$gcorpus/seed-regex"
     printf '\x02(\\d{3}-)?\\w+@[a-z]+\\.(com|org)' >"$gcorpus/seed-regex2"
     fuzz fuzz_grammar "$grammar_secs" -max_len=4096 -timeout=20 "$gcorpus"

@@ -99,6 +99,14 @@ static void test_gbnf_errors(void) {
     gram *g = gbnf("root ::= \"a\" root | \"\"\n");
     CHECK(g && acc(g, "") && acc(g, "aaaa") && !acc(g, "ab"));
     gram_unref(g);
+    /* an empty body is the empty sentence (the fuzzer's "\x01root ::=" found a NULL + 0
+     * there, now also a seed of run_fuzz.sh's grammar corpus) */
+    g = gbnf("root ::=");
+    CHECK(g && acc(g, "") && !acc(g, "a") && !pre(g, "a"));
+    gram_unref(g);
+    g = gbnf("root ::= a\na ::=\n");
+    CHECK(g && acc(g, "") && !acc(g, "a"));
+    gram_unref(g);
 }
 
 static gram *regex(const char *re) {
