@@ -160,6 +160,42 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* connect, where a signal may land in the middle (libFuzzer's -timeout alarm, each
+ * second): the connection then goes on in the background, so wait for it to finish
+ * instead of calling connect again. 0, or -1 with errno set. */
+static int connect_eintr(int fd, const struct sockaddr *a, socklen_t len) {
+    if (connect(fd, a, len) == 0) return 0;
+    if (errno != EINTR) return -1;
+    for (;;) {
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int r = poll(&pf, 1, 5000);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            if (r == 0) errno = ETIMEDOUT;
+            return -1;
+        }
+        int e = 0;
+        socklen_t el = sizeof e;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el)) return -1;
+        if (e) {
+            errno = e;
+            return -1;
+        }
+        return 0;
+    }
+}
+
+/* every byte, through short writes and signals; a server that closed first ends it */
+static void send_all(int fd, const uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return;
+        p += k;
+        n -= (size_t)k;
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     /* the client's address goes round 127.0.0.2 .. 127.0.0.251: every closed connection
      * holds its address pair in TIME_WAIT for a minute, and from one address the
@@ -170,7 +206,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002u + src_i++ % 250u)};
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)PORT),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src) || connect(fd, (struct sockaddr *)&a, sizeof a)) {
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src) ||
+        connect_eintr(fd, (struct sockaddr *)&a, sizeof a)) {
         fprintf(stderr, "fuzz_httpd: %s: %s\n", fd < 0 ? "socket" : "bind/connect", strerror(errno));
         abort();
     }
@@ -178,8 +215,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
     const uint8_t *p = n ? data + 1 : data;
     size_t m = n ? n - 1 : 0;
     if (split > m) split = m;
-    if (split) (void)!send(fd, p, split, MSG_NOSIGNAL);
-    if (m > split) (void)!send(fd, p + split, m - split, MSG_NOSIGNAL);
+    send_all(fd, p, split);
+    send_all(fd, p + split, m - split);
     shutdown(fd, SHUT_WR);
     /* read until the server closes; it must within its deadlines (0.5 s + linger) */
     const double t_end = now_s() + 5.0;
