@@ -301,6 +301,7 @@ typedef struct inferd_stats {
     uint64_t spec_remeasured;    /* times a measured sequence left plain forgot its acceptance
                                     (it is measured again where the load lets it probe) */
     uint64_t spec_draft_forwards; /* draft model forwards (rounds) */
+    double spec_draft_ms;        /* wall time in the draft model's forwards (rounds and catch-ups) */
     uint64_t spec_ngram_proposed, spec_ngram_accepted; /* the n-gram proposer's share of
                                   * spec_proposed / spec_accepted (the rest: the draft model's) */
     uint64_t spec_device_rows;   /* verification rows drawn on the device (no logits to the host) */

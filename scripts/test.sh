@@ -19,7 +19,7 @@ build/kvx_bench --reps 3   # KV transfer layer: tcp read vs UCX GETs (seconds)
 MODES="plain draft ngram both" BATCHES="1 4" bash bench/spec_bench.sh build ../shared/models/shakespeare-target.gguf \
   ../shared/models/shakespeare-draft.gguf 16   # speculative decoding smoke test (seconds)
 python3 bench/spec_model.py build ../shared/models/shakespeare-target.gguf bench/prompts/repeat.txt --tokens 16 \
-  -- --speculative-ngram   # the modeled speed-up of speculation at batch 1 (seconds)
+  -- --draft-model ../shared/models/shakespeare-draft.gguf --speculative-ngram   # the modeled speed-up of speculation at batch 1 (seconds)
 PY=${PYTHON:-python3}
 INFERD_BIN=$PWD/build/inferd $PY -m pytest -q tests/python
 # the server suites again against the ASan+UBSan build (a sanitizer report or a leak

@@ -266,8 +266,11 @@ int cli_bench(int argc, char **argv) {
         printf("%-28s %12llu\n", "speculation switched off", (unsigned long long)es.spec_switched_off);
         printf("%-28s %12llu\n", "speculation re-measured", (unsigned long long)es.spec_remeasured);
         printf("%-28s %12llu\n", "proposer rests", (unsigned long long)es.spec_rests);
-        if (eo.draft_model_path)
+        if (eo.draft_model_path) {
             printf("%-28s %12llu\n", "draft tokens unsure", (unsigned long long)es.spec_draft_unsure);
+            printf("%-28s %12llu\n", "draft forwards", (unsigned long long)es.spec_draft_forwards);
+            printf("%-28s %12.1f\n", "draft time (ms)", es.spec_draft_ms);
+        }
         printf("%-28s ", "k histogram (0..K)");
         for (int k = 0; k <= eo.num_speculative_tokens && k <= 16; k++)
             printf("%s%llu", k ? " " : "", (unsigned long long)es.spec_k_hist[k]);

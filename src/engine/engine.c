@@ -769,6 +769,7 @@ void engine_update_stats(inferd_engine *e) {
     e->stats.spec_switched_off = c->spec_switched_off;
     e->stats.spec_remeasured = c->spec_remeasured;
     e->stats.spec_draft_forwards = c->spec_draft_forwards;
+    e->stats.spec_draft_ms = c->spec_draft_ms;
     e->stats.spec_ngram_proposed = c->spec_ngram_proposed;
     e->stats.spec_ngram_accepted = c->spec_ngram_accepted;
     e->stats.spec_device_rows = c->spec_device_rows;

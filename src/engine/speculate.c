@@ -739,8 +739,10 @@ int spec_propose(inferd_engine *e) {
         /* the draft's measured time against the model's: a correction factor, learnt
          * from steady rounds only (a catch-up is the one-time cost the model leaves out) */
         const double t0 = ifd_now_s();
+        const uint64_t f0 = sp->cnt.spec_draft_forwards;
         const bool steady = run_draft(e, n);
         const double ms = (ifd_now_s() - t0) * 1e3, pred = draft_ms(sp, n, sp->got); /* the rounds run */
+        if (sp->cnt.spec_draft_forwards != f0) sp->cnt.spec_draft_ms += ms; /* none ran: no time */
         if (pred > 0 && steady && !sp->debug_costs)
             sp->f_draft = 0.9 * sp->f_draft + 0.1 * IFD_MIN(4.0, IFD_MAX(0.25, ms / pred));
     }

@@ -146,6 +146,9 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
             st->spec_remeasured);
     counter(o, "inferd_spec_decode_draft_forwards_total", "Draft model forwards run.",
             st->spec_draft_forwards);
+    head(o, "inferd_spec_decode_draft_seconds_total", "counter",
+         "Wall time in the draft model's forwards (its rounds and its catch-ups over prompts).");
+    sbuf_printf(o, "inferd_spec_decode_draft_seconds_total %.6f\n", st->spec_draft_ms / 1e3);
     counter(o, "inferd_spec_decode_draft_unsure_total",
             "Draft-model tokens not verified: the draft gave them less than --draft-p-min (each ends its "
             "sequence's drafts for the step).",

@@ -76,6 +76,7 @@ def test_serve_metrics(shared_models):
             m["inferd_spec_decode_num_accepted_tokens_total"] + m["inferd_spec_decode_num_verifications_total"])
         assert m["inferd_spec_decode_remeasured_total"] >= 0 and m["inferd_spec_decode_switched_off_total"] >= 0
         assert m["inferd_spec_decode_draft_unsure_total"] >= 0
+        assert m["inferd_spec_decode_draft_forwards_total"] > 0 and m["inferd_spec_decode_draft_seconds_total"] > 0
         assert m["inferd_spec_decode_proposer_rests_total"] >= 0
         # the draft model alone: the n-gram proposer's share is nothing
         assert m["inferd_spec_decode_ngram_draft_tokens_total"] == 0
@@ -102,6 +103,10 @@ def test_bench_reports(inferd_bin, shared_models, repo_root):
     js = json.loads(r.stdout.strip().splitlines()[-1])
     assert js["output_tokens"] == 4 * 32
     assert 0 < js["spec_acceptance"] <= 1 and js["spec_verifications"] > 0
+    # the draft's forwards and its time, within the run's wall time
+    rows = table(r)
+    assert int(rows["draft forwards"][0]) >= js["spec_verifications"], r.stdout
+    assert 0 < float(rows["draft time (ms)"][0]) < js["wall_s"] * 1e3, r.stdout
     # both proposers: the n-gram's share of the verified and accepted drafts, within the totals
     r = bench("repeat.txt", "--speculative-ngram")
     rows = table(r)

@@ -194,7 +194,9 @@ static void test_greedy_identical(void) {
                 CHECK(st.spec_emitted == st.spec_accepted + st.spec_verifications);
                 CHECK(st.spec_accepted <= st.spec_proposed);
             }
-            if (cfgs[c].draft && !cfgs[c].ngram && !cfgs[c].adaptive) CHECK(st.spec_draft_forwards > 0);
+            if (cfgs[c].draft && !cfgs[c].ngram && !cfgs[c].adaptive)
+                CHECK(st.spec_draft_forwards > 0 && st.spec_draft_ms > 0);
+            if (!cfgs[c].draft) CHECK(st.spec_draft_forwards == 0 && st.spec_draft_ms == 0);
             CHECK(st.kv_blocks_used == 0);
         }
     }
@@ -516,8 +518,9 @@ static uint64_t spec_steps(const inferd_stats *st) {
 static void test_adaptive_load(void) {
     inferd_stats st;
     CHECK(adaptive_run(4, 0, 0.3, 4, 24, &st));
-    CHECKF(spec_steps(&st) == 0 && st.spec_draft_forwards == 0, "under load: %llu speculative steps, %llu draft forwards",
-           (unsigned long long)spec_steps(&st), (unsigned long long)st.spec_draft_forwards);
+    CHECKF(spec_steps(&st) == 0 && st.spec_draft_forwards == 0 && st.spec_draft_ms == 0,
+           "under load: %llu speculative steps, %llu draft forwards, %g ms in the draft",
+           (unsigned long long)spec_steps(&st), (unsigned long long)st.spec_draft_forwards, st.spec_draft_ms);
     CHECK(adaptive_run(1, 0, 0.3, 4, 24, &st));
     CHECKF(spec_steps(&st) > 0 && st.spec_accepted > 0, "alone: %llu speculative steps",
            (unsigned long long)spec_steps(&st));
