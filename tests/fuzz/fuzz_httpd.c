@@ -73,11 +73,19 @@ static void *waker(void *arg) {
     return NULL;
 }
 
+/* born detached: a pthread_detach after pthread_create touches a thread that may
+ * already have ended (a 241k-input run crashed in pthread_detach under ASan) */
 static void spawn_waker(stub *u) {
     pthread_t t;
+    pthread_attr_t at;
     atomic_fetch_add(&u->refs, 1);
-    if (pthread_create(&t, NULL, waker, u) == 0) pthread_detach(t);
-    else {
+    int rc = pthread_attr_init(&at);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&t, &at, waker, u);
+        pthread_attr_destroy(&at);
+    }
+    if (rc) {
         stub_unref(u);
         httpd_stream_end(u->c);
     }
