@@ -103,9 +103,9 @@ def test_bench_reports(inferd_bin, shared_models, repo_root):
     js = json.loads(r.stdout.strip().splitlines()[-1])
     assert js["output_tokens"] == 4 * 32
     assert 0 < js["spec_acceptance"] <= 1 and js["spec_verifications"] > 0
-    # the draft's forwards and its time, within the run's wall time
+    # the draft's forwards (batched over the sequences) and its time, within the run's wall time
     rows = table(r)
-    assert int(rows["draft forwards"][0]) >= js["spec_verifications"], r.stdout
+    assert int(rows["draft forwards"][0]) > 0, r.stdout
     assert 0 < float(rows["draft time (ms)"][0]) < js["wall_s"] * 1e3, r.stdout
     # both proposers: the n-gram's share of the verified and accepted drafts, within the totals
     r = bench("repeat.txt", "--speculative-ngram")
