@@ -14,8 +14,8 @@ line "target forward ms 1:.. 2:.."); pass one table to compare runs. The draft m
 rounds are not priced: for the n-gram proposer this is the whole cost; with a draft
 model the figure is an upper bound, and a second one, with_draft, adds the draft's
 measured time (bench's "draft time (ms)": its rounds and catch-ups) to the modeled
-target time: part model, part measurement, so noisier. Where the scheduler runs a prefill in the same step
-as the previous answer's last decode (the steps of 4 answers of 16 tokens on the
+target time: part model, part measurement, so noisier. Where the scheduler runs a
+prefill in the same step as the previous answer's last decode (the steps of 4 answers of 16 tokens on the
 Shakespeare pair: 63, not 64), plain decoding itself scores a little over 1 (1.017x
 there, ~1.004x at 4 answers of 128): the same bias in every mode of one prompt set.
 

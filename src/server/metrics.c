@@ -100,9 +100,14 @@ static void head(sbuf *o, const char *name, const char *type, const char *help) 
     sbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void gauge(sbuf *o, const char *name, const char *help, double v) {
-    head(o, name, "gauge", help);
+/* one unlabelled sample of a real value, a gauge or a counter (seconds) */
+static void real(sbuf *o, const char *name, const char *type, const char *help, double v) {
+    head(o, name, type, help);
     sbuf_printf(o, "%s %.17g\n", name, v);
+}
+
+static void gauge(sbuf *o, const char *name, const char *help, double v) {
+    real(o, name, "gauge", help, v);
 }
 
 static void counter(sbuf *o, const char *name, const char *help, uint64_t v) {
@@ -146,9 +151,9 @@ void metrics_render(metrics *m, const inferd_stats *st, sbuf *o) {
             st->spec_remeasured);
     counter(o, "inferd_spec_decode_draft_forwards_total", "Draft model forwards run.",
             st->spec_draft_forwards);
-    head(o, "inferd_spec_decode_draft_seconds_total", "counter",
-         "Wall time in the draft model's forwards (its rounds and its catch-ups over prompts).");
-    sbuf_printf(o, "inferd_spec_decode_draft_seconds_total %.6f\n", st->spec_draft_ms / 1e3);
+    real(o, "inferd_spec_decode_draft_seconds_total", "counter",
+         "Wall time in the draft model's forwards (its rounds and its catch-ups over prompts).",
+         st->spec_draft_ms / 1e3);
     counter(o, "inferd_spec_decode_draft_unsure_total",
             "Draft-model tokens not verified: the draft gave them less than --draft-p-min (each ends its "
             "sequence's drafts for the step).",
